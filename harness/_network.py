@@ -1,0 +1,58 @@
+"""Loopback guard and free ports.
+
+The harness injects faults and floods targets with retries, so by default it must only ever
+talk to this machine.  Every address it is about to use passes through ``require_loopback``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from harness._errors import RemoteTargetRefused, UsageError
+
+__all__ = ["free_port", "host_of", "is_loopback", "require_loopback"]
+
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` is a loopback address literal or a name that always means loopback.
+
+    Other names are not resolved: a DNS answer can change between the check and the connection.
+    """
+    host = host.strip("[]").lower()
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_of(address: str) -> str:
+    """The host part of a URL (``http://h:1/x``, ``postgresql://u@h/db``) or of ``host:port``."""
+    if "://" in address:
+        host = urlsplit(address).hostname
+        if not host:
+            raise UsageError(f"{address!r} has no host; write it as scheme://127.0.0.1:PORT/...")
+        return host
+    if address.startswith("["):
+        return address[1 : address.index("]")]
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
+def require_loopback(address: str, *, allow_remote: bool = False) -> None:
+    """Raise ``RemoteTargetRefused`` unless ``address`` is loopback or the user opted in."""
+    if not allow_remote and not is_loopback(host_of(address)):
+        raise RemoteTargetRefused(address)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (the kernel picks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port

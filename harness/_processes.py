@@ -1,0 +1,169 @@
+"""Child processes the harness starts, waits for, kills and restarts.
+
+mirakuru does the process work (own process group, readiness polling, killing the whole tree);
+this module adds what a fault-injection run needs on top: a log file per process instead of a
+pipe nobody drains, a readiness check chosen by the caller, a deliberate SIGKILL that is not an
+error, and one registry so nothing outlives the harness.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from mirakuru import HTTPExecutor, TCPExecutor
+from mirakuru.exceptions import ExecutorError
+
+from harness._errors import ServiceUnavailable
+
+__all__ = ["ManagedProcess", "stop_all_processes"]
+
+_live: set[ManagedProcess] = set()
+_live_lock = threading.Lock()
+
+
+class ManagedProcess:
+    """One long-running child: started, ready, and always stopped in the end.
+
+    Readiness is either an HTTP URL answering 2xx (``ready_url``) or a TCP port accepting
+    connections (``ready_port``).  Output goes to ``log_path`` so a failing start can be
+    explained by the tail of the log.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        log_path: Path,
+        ready_url: str | None = None,
+        ready_port: tuple[str, int] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        start_timeout: float = 30.0,
+    ) -> None:
+        if (ready_url is None) == (ready_port is None):
+            raise ValueError("give exactly one of ready_url and ready_port")
+        self.name = name
+        self.command = list(command)
+        self.log_path = log_path
+        self._ready_url = ready_url
+        self._ready_port = ready_port
+        self._env = dict(env or {})
+        self._cwd = cwd
+        self._start_timeout = start_timeout
+        self._executor: TCPExecutor | None = None
+        self._log: IO[Any] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        if self._executor is None or self._executor.process is None:
+            return None
+        pid: int = self._executor.process.pid
+        return pid
+
+    def running(self) -> bool:
+        return self._executor is not None and bool(self._executor.running())
+
+    def start(self) -> ManagedProcess:
+        """Start the process and return once it is ready, or raise ``ServiceUnavailable``."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        common: dict[str, Any] = {
+            "timeout": self._start_timeout,
+            "sleep": 0.05,
+            "envvars": self._env,
+            "cwd": self._cwd,
+            "stdin": subprocess.DEVNULL,
+            "stdout": self._log,
+            "stderr": subprocess.STDOUT,
+        }
+        if self._ready_url is not None:
+            executor: TCPExecutor = HTTPExecutor(
+                self.command, url=self._ready_url, method="GET", **common
+            )
+        else:
+            assert self._ready_port is not None
+            host, port = self._ready_port
+            executor = TCPExecutor(self.command, host=host, port=port, **common)
+        try:
+            executor.start()
+        except (ExecutorError, OSError) as exc:
+            self._executor = executor
+            self.kill()
+            raise ServiceUnavailable(
+                self.name,
+                f"it did not become ready ({exc}); last lines of {self.log_path}:\n"
+                + self.log_tail(),
+                f"run the command by hand to see why: {' '.join(self.command)}",
+            ) from exc
+        self._executor = executor
+        with _live_lock:
+            _live.add(self)
+        return self
+
+    def stop(self) -> None:
+        """Stop gracefully (SIGTERM to the process group, SIGKILL after the timeout)."""
+        if self._executor is not None:
+            try:
+                self._executor.stop(expected_returncode=None)
+            except ExecutorError:
+                pass  # it exited with an error code: it is stopped, which is all we asked
+        self._forget()
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group now: a crash, not a shutdown."""
+        if self._executor is not None:
+            self._executor.kill(wait=True, sig=signal.SIGKILL)
+        self._forget()
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait for the process to exit by itself (a crash the target chose); None if it did not."""
+        if self._executor is None or self._executor.process is None:
+            return None
+        try:
+            code: int = self._executor.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._forget()
+        return code
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _forget(self) -> None:
+        self._executor = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        with _live_lock:
+            _live.discard(self)
+
+    def __enter__(self) -> ManagedProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<ManagedProcess {self.name} pid={self.pid}>"
+
+
+def stop_all_processes() -> None:
+    """Stop every process still registered; called at exit so no child outlives the harness."""
+    with _live_lock:
+        remaining = list(_live)
+    for process in remaining:
+        process.kill()
+
+
+atexit.register(stop_all_processes)

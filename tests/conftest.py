@@ -1,0 +1,42 @@
+"""Session services for the whole suite: one Toxiproxy and one PostgreSQL, really started.
+
+Outside CI a missing service skips the tests that need it, saying why; under ``CI=true`` it
+fails them, because a gate that silently skips its fault injection proves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from harness._errors import ServiceUnavailable
+from harness._postgres import PostgresServer, start_postgres
+from harness._profiles import get_profile
+from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+
+
+def _unavailable(exc: ServiceUnavailable) -> None:
+    if get_profile().require_services:
+        pytest.fail(f"{exc} (CI=true: a missing service is a failure, not a skip)", pytrace=False)
+    pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def toxiproxy_server() -> Iterator[ToxiproxyServer]:
+    try:
+        server = start_toxiproxy()
+    except ServiceUnavailable as exc:
+        _unavailable(exc)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        server = start_postgres()
+    except ServiceUnavailable as exc:
+        _unavailable(exc)
+    with server:
+        yield server

@@ -1,0 +1,55 @@
+"""The service code leaves nothing running, even when the program using it fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import psutil
+
+from harness._profiles import in_ci
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from harness._postgres import start_postgres
+    from harness._toxiproxy import start_toxiproxy
+    from harness._errors import ServiceUnavailable
+
+    started = {}
+    try:
+        tp = start_toxiproxy()
+        started["toxiproxy"] = tp.pid
+    except ServiceUnavailable as exc:
+        started["toxiproxy_error"] = str(exc)
+    try:
+        pg = start_postgres()
+        started["postgres_port"] = pg.port
+    except ServiceUnavailable as exc:
+        started["postgres_error"] = str(exc)
+    print(json.dumps(started), flush=True)
+    raise SystemExit("failing on purpose with both services still open")
+    """
+)
+
+
+def _listening_ports() -> set[int]:
+    return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN"}
+
+
+def test_a_failing_program_leaves_no_service_behind() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert "failing on purpose" in result.stderr
+    started = json.loads(result.stdout.splitlines()[-1])
+    if in_ci():
+        assert "toxiproxy_error" not in started and "postgres_error" not in started, started
+    if "toxiproxy" in started:
+        assert started["toxiproxy"] is not None
+        assert not psutil.pid_exists(started["toxiproxy"])
+    if "postgres_port" in started:
+        assert started["postgres_port"] not in _listening_ports()
+    assert "toxiproxy" in started or "postgres_port" in started, started
