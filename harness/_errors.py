@@ -37,17 +37,17 @@ class UsageError(HarnessError):
 class TargetFileError(UsageError):
     """A target file is unreadable or describes an impossible target.
 
-    The message always names the file, the field and the fix, so the author can correct the file
-    without reading the harness's source.
+    The message names the file, each field at fault and its fix, so the author can correct the
+    file without reading the harness's source.  ``problems`` holds ``(field, problem, fix)``.
     """
 
-    def __init__(self, path: str, field: str, problem: str, fix: str) -> None:
+    def __init__(self, path: str, problems: list[tuple[str, str, str]]) -> None:
         self.path = path
-        self.field = field
-        self.problem = problem
-        self.fix = fix
-        where = f"{path}: {field}" if field else path
-        super().__init__(f"{where}: {problem}\n  fix: {fix}")
+        self.problems = problems
+        lines = [f"{path}: {len(problems)} problem(s) in the target file"]
+        for field, problem, fix in problems:
+            lines.append(f"  {field or '(file)'}: {problem}\n    fix: {fix}")
+        super().__init__("\n".join(lines))
 
 
 class RemoteTargetRefused(UsageError):

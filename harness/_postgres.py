@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,11 @@ def find_postgres_bin() -> Path | None:
     on_path = shutil.which("pg_ctl")
     if on_path and shutil.which("initdb"):
         return Path(on_path).resolve().parent
-    versions = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
-    )
+    def major(pg_ctl: str) -> int:
+        name = Path(pg_ctl).parent.parent.name
+        return int(name) if name.isdigit() else 0
+
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=major)
     return Path(versions[-1]).parent if versions else None
 
 
@@ -78,10 +80,8 @@ class _Cluster:
 
     def _kill_postmaster(self) -> None:
         pid_file = self.data_dir / "postmaster.pid"
-        try:
+        with suppress(OSError, ValueError, IndexError):
             os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            pass
 
 
 class PostgresServer:

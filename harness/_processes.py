@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -110,10 +111,9 @@ class ManagedProcess:
     def stop(self) -> None:
         """Stop gracefully (SIGTERM to the process group, SIGKILL after the timeout)."""
         if self._executor is not None:
-            try:
+            # An exit with an error code still means stopped, which is all we asked for.
+            with suppress(ExecutorError):
                 self._executor.stop(expected_returncode=None)
-            except ExecutorError:
-                pass  # it exited with an error code: it is stopped, which is all we asked
         self._forget()
 
     def kill(self) -> None:

@@ -67,7 +67,7 @@ class _TimedRequests:
 
 
 _timed_requests = _TimedRequests()
-toxiproxy.api.requests = _timed_requests  # type: ignore[assignment]
+toxiproxy.api.requests = _timed_requests
 _api_lock = threading.RLock()
 
 

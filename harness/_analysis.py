@@ -1,0 +1,214 @@
+"""A read-only view of a history that the properties share: attempts paired with their
+completions, the target's clock, effects per key, crashes and faults.
+
+Times here are target times: the history's monotonic time plus every clock advance recorded
+before it, because retention and leases run on the target's clock, not on ours.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness._history import Event
+
+__all__ = ["Attempt", "EffectsSeen", "Identity", "View", "describe_identity"]
+
+Identity = tuple[str | None, str | None]
+
+
+def describe_identity(identity: Identity) -> str:
+    tenant, key = identity
+    shown = "(no key)" if key is None else key
+    return shown if tenant is None else f"{tenant}/{shown}"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    invoke: Event
+    completion: Event | None
+    start: float
+    end: float | None
+
+    @property
+    def identity(self) -> Identity:
+        return (self.invoke.tenant, self.invoke.key)
+
+    @property
+    def status(self) -> int | None:
+        return self.completion.status if self.completion else None
+
+    @property
+    def end_time(self) -> float:
+        """History time of the completion; infinity for an attempt that never completed."""
+        return self.completion.time if self.completion else float("inf")
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def answered(self) -> bool:
+        return self.status is not None
+
+    @property
+    def label(self) -> str:
+        return self.invoke.label or ""
+
+    @property
+    def resource(self) -> str | None:
+        return self.completion.resource if self.completion else None
+
+    @property
+    def digest(self) -> str | None:
+        return self.completion.body_digest if self.completion else None
+
+    def header(self, name: str) -> str | None:
+        if self.completion is None or not self.completion.headers:
+            return None
+        wanted = name.lower()
+        return next((v for k, v in self.completion.headers.items() if k.lower() == wanted), None)
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        return (self.invoke.index,) + ((self.completion.index,) if self.completion else ())
+
+    def describe(self) -> str:
+        """``attempt 2: 201 (ch_x)`` or ``attempt 1: no answer (timeout)``."""
+        head = f"attempt {self.invoke.attempt or '?'}"
+        if self.completion is None:
+            return f"{head}: never completed"
+        if self.status is None:
+            return f"{head}: no answer ({self.completion.error})"
+        resource = f" ({self.resource})" if self.resource else ""
+        return f"{head}: {self.status}{resource}"
+
+
+@dataclass(frozen=True, slots=True)
+class EffectsSeen:
+    count: int | None
+    ids: tuple[str, ...] | None
+    index: int
+    error: str | None = None
+
+
+class View:
+    """Everything the properties read, computed once per history."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = tuple(events)
+        self._clock_times: list[float] = []
+        self._clock_offsets: list[float] = []
+        offset = 0.0
+        for event in self.events:
+            if event.f == "clock":
+                offset += float(event.value.get("seconds", 0.0))
+                self._clock_times.append(event.time)
+                self._clock_offsets.append(offset)
+
+        completions = {e.op: e for e in self.events if e.f == "request" and e.type != "invoke"}
+        self.attempts: list[Attempt] = []
+        for event in self.events:
+            if event.f == "request" and event.type == "invoke":
+                done = completions.get(event.op)
+                self.attempts.append(Attempt(
+                    event, done, self.target_time(event),
+                    self.target_time(done) if done else None,
+                ))
+        self.by_identity: dict[Identity, list[Attempt]] = defaultdict(list)
+        for attempt in self.attempts:
+            self.by_identity[attempt.identity].append(attempt)
+
+        self.effects: dict[Identity, EffectsSeen] = {}
+        for event in self.events:
+            if event.f == "effects":
+                ids = event.value.get("ids")
+                self.effects[(event.tenant, event.key)] = EffectsSeen(
+                    event.value.get("count") if event.type == "ok" else None,
+                    tuple(ids) if isinstance(ids, list) else None,
+                    event.index,
+                    event.error,
+                )
+        self.crashes = [e for e in self.events if e.f == "crash"]
+        self.restarts = [e for e in self.events if e.f == "restart"]
+        self.nemesis = [e for e in self.events if e.f in ("crash", "restart", "clock")]
+        self.fault_windows = self._fault_windows()
+        self.store_sizes = [e for e in self.events if e.f == "store-size" and e.type == "ok"]
+        self.has_clock_advance = bool(self._clock_times)
+
+    def clock_offset(self, time: float) -> float:
+        """Seconds the target's clock had been advanced by at history time ``time``."""
+        position = bisect_right(self._clock_times, time)
+        return self._clock_offsets[position - 1] if position else 0.0
+
+    def target_time(self, event: Event) -> float:
+        return event.time + self.clock_offset(event.time)
+
+    def keyed(self) -> list[tuple[Identity, list[Attempt]]]:
+        """Identities that carried a real key (not keyless, not hostile), in first-use order."""
+        return [
+            (identity, attempts) for identity, attempts in self.by_identity.items()
+            if identity[1] is not None and not attempts[0].label.startswith("hostile")
+        ]
+
+    def epochs(self, attempts: list[Attempt], retention: float | None) -> list[list[Attempt]]:
+        """Split a key's attempts where the retention window ran out: each epoch may execute
+        once.  Without a promised retention the key never expires."""
+        epochs: list[list[Attempt]] = []
+        epoch_start = None
+        for attempt in attempts:
+            if epoch_start is None or (
+                retention is not None and attempt.start - epoch_start > retention
+            ):
+                epochs.append([])
+                epoch_start = attempt.start
+            epochs[-1].append(attempt)
+        return epochs
+
+    def _fault_windows(self) -> list[tuple[Event, Event | None]]:
+        """Each injected fault with the heal that ended it (None: still active at the end)."""
+        windows: list[tuple[Event, Event | None]] = []
+        open_faults: dict[str, int] = {}
+        for event in self.events:
+            name = str(event.value.get("fault"))
+            if event.f == "fault":
+                open_faults[name] = len(windows)
+                windows.append((event, None))
+            elif event.f == "heal" and name in open_faults:
+                position = open_faults.pop(name)
+                windows[position] = (windows[position][0], event)
+        return windows
+
+    def nemesis_during(self, first: float, last: float) -> tuple[int, ...]:
+        """Nemesis events that acted between two history times: faults whose window overlaps,
+        and crashes, restarts and clock jumps inside it."""
+        indices = [e.index for e in self.nemesis if first <= e.time <= last]
+        for fault, heal in self.fault_windows:
+            if fault.time <= last and (heal is None or heal.time >= first):
+                indices.append(fault.index)
+                if heal is not None:
+                    indices.append(heal.index)
+        return tuple(sorted(indices))
+
+    def faults_during(self, attempt: Attempt) -> list[str]:
+        """Names of the faults active while ``attempt`` ran."""
+        end = attempt.completion.time if attempt.completion else float("inf")
+        return [
+            str(fault.value.get("fault")) for fault, heal in self.fault_windows
+            if fault.time <= end and (heal is None or heal.time >= attempt.invoke.time)
+        ]
+
+    def evidence(self, attempts: Sequence[Attempt], *extra: int) -> tuple[int, ...]:
+        """The attempts' events, the faults that acted while they ran, and ``extra`` indices."""
+        indices: set[int] = set(extra)
+        times: list[float] = []
+        for attempt in attempts:
+            indices.update(attempt.indices)
+            times.append(attempt.invoke.time)
+            if attempt.completion is not None:
+                times.append(attempt.completion.time)
+        if times:
+            indices.update(self.nemesis_during(min(times), max(times)))
+        return tuple(sorted(indices))

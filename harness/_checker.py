@@ -1,0 +1,140 @@
+"""The checker: the single judge.  Properties are plain functions registered under their ids;
+``check_history`` runs them all over one history and merges their verdicts.
+
+A property that crashes, or cannot decide (an effects query failed), yields ``unknown`` rather
+than a guess: Jepsen's ``check-safe``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from harness._analysis import View
+from harness._errors import UsageError
+from harness._findings import Finding, Klass, Note, Verdict, klass_of, merge_verdicts, sort_findings
+from harness._history import Event
+from harness._target import Promises
+
+__all__ = [
+    "PROPERTIES",
+    "CheckOptions",
+    "CheckResult",
+    "Inconclusive",
+    "PropertyResult",
+    "PropertySpec",
+    "Registry",
+    "check_history",
+    "prop",
+]
+
+
+class Inconclusive(Exception):
+    """Raised by a property that lacks what it needs to decide (its verdict is ``unknown``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    """What judgement depends on besides the history: the target's promises and the client."""
+
+    promises: Promises
+    retry_horizon: float = 86400.0
+
+
+PropertyCheck = Callable[[View, CheckOptions], Iterable[Finding | Note]]
+
+
+@dataclass(frozen=True, slots=True)
+class PropertySpec:
+    id: str
+    title: str
+    check: PropertyCheck
+
+    @property
+    def klass(self) -> Klass:
+        return klass_of(self.id)
+
+
+class Registry:
+    """Properties by id; registering an id twice is a programming error, caught at import."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, PropertySpec] = {}
+
+    def register(self, spec: PropertySpec) -> None:
+        if spec.id in self._specs:
+            raise UsageError(f"property {spec.id} is already registered "
+                             f"by {self._specs[spec.id].check.__module__}")
+        self._specs[spec.id] = spec
+
+    def __getitem__(self, property_id: str) -> PropertySpec:
+        try:
+            return self._specs[property_id]
+        except KeyError:
+            raise UsageError(f"unknown property {property_id!r}; known: "
+                             f"{', '.join(self.ids())}") from None
+
+    def ids(self) -> list[str]:
+        return sorted(self._specs, key=lambda p: int(p[1:]))
+
+    def specs(self) -> list[PropertySpec]:
+        return [self._specs[i] for i in self.ids()]
+
+
+PROPERTIES = Registry()
+
+
+def prop(property_id: str, title: str) -> Callable[[PropertyCheck], PropertyCheck]:
+    """Register a property check: ``@prop("P1", "at most one side effect per (tenant, key)")``."""
+
+    def register(check: PropertyCheck) -> PropertyCheck:
+        PROPERTIES.register(PropertySpec(property_id, title, check))
+        return check
+
+    return register
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyResult:
+    property: str
+    verdict: Verdict
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[Note, ...] = ()
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    results: dict[str, PropertyResult]
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        return merge_verdicts(r.verdict for r in self.results.values())
+
+
+def _check_safe(spec: PropertySpec, view: View, options: CheckOptions) -> PropertyResult:
+    try:
+        produced = list(spec.check(view, options))
+    except Inconclusive as exc:
+        return PropertyResult(spec.id, "unknown", reason=str(exc))
+    except Exception as exc:  # a checker bug must not hide the other properties' verdicts
+        detail = "".join(traceback.format_exception_only(exc)).strip()
+        return PropertyResult(spec.id, "unknown", reason=f"the check crashed: {detail}")
+    findings = tuple(p for p in produced if isinstance(p, Finding))
+    notes = tuple(p for p in produced if isinstance(p, Note))
+    return PropertyResult(spec.id, "fail" if findings else "pass", findings, notes)
+
+
+def check_history(
+    events: Sequence[Event], options: CheckOptions, *, properties: Sequence[str] | None = None
+) -> CheckResult:
+    """Judge one history against the chosen properties (all registered ones by default)."""
+    view = View(events)
+    chosen = [PROPERTIES[p] for p in properties] if properties else PROPERTIES.specs()
+    results = {spec.id: _check_safe(spec, view, options) for spec in chosen}
+    findings = sort_findings(f for r in results.values() for f in r.findings)
+    notes = [n for r in results.values() for n in r.notes]
+    return CheckResult(results, findings, notes)

@@ -1,0 +1,276 @@
+"""The recording client: every HTTP attempt becomes an invoke and a completion in the history.
+
+Errors are classified at this boundary, once, Jepsen's way: no connection means the request
+never left (``fail``); a timeout or a reset after it left means nobody knows whether the charge
+committed (``info``); any HTTP answer completes the attempt (``ok`` for 2xx, ``fail`` otherwise).
+Every attempt uses a fresh connection, so a fault aimed at one request never rides a kept-alive
+connection into the next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+import rfc8785
+
+from harness._history import Event, EventType, History
+from harness._target import Promises, Target
+
+__all__ = [
+    "Client",
+    "RecordingClient",
+    "Request",
+    "RetryPolicy",
+    "body_digest",
+    "encode_key",
+    "fingerprint",
+    "is_final",
+]
+
+_MEANINGFUL_HEADERS = ("content-type", "location", "retry-after", "idempotent-replayed")
+_BODY_KEPT = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One attempt as a generator asks for it.
+
+    ``body`` is JSON data, serialised in its own key order; ``raw_body`` sends exact bytes instead
+    (other whitespace, or something that is not JSON).  ``key_header`` sends a header value
+    verbatim, for hostile keys the target must refuse.
+    """
+
+    key: str | None
+    tenant: str | None
+    body: Any = None
+    raw_body: bytes | None = None
+    method: str | None = None
+    path: str | None = None
+    key_header: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    label: str = ""
+
+
+class Client(Protocol):
+    def send(self, request: Request, *, process: str, attempt: int = 1,
+             timeout: float | None = None, instance: int = 0) -> Event:
+        """Send one attempt and return its completion event."""
+        ...
+
+
+def _printable(value: str) -> bool:
+    """Visible ASCII and spaces: what an HTTP client library agrees to put in a header."""
+    return all(" " <= character <= "~" or character == "\t" for character in value)
+
+
+def encode_key(key: str, syntax: str) -> str:
+    """The key as it goes on the wire: a bare token, or an RFC 8941 sf-string."""
+    if syntax == "sf-string":
+        return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return key
+
+
+def _canonical(raw: bytes) -> bytes:
+    """RFC 8785 canonical JSON of ``raw``, or ``raw`` itself when it is not JSON."""
+    try:
+        return rfc8785.dumps(json.loads(raw))
+    except (ValueError, TypeError, RecursionError, rfc8785.CanonicalizationError):
+        return raw  # not JSON, or too deeply nested to parse: compare the bytes
+
+
+def fingerprint(method: str, path: str, raw_body: bytes) -> str:
+    """What makes two requests "the same request": method, path and canonical JSON body."""
+    digest = hashlib.sha256(f"{method.upper()} {path}\n".encode() + _canonical(raw_body))
+    return digest.hexdigest()[:16]
+
+
+def body_digest(raw: bytes) -> str:
+    """Digest of a response body that ignores JSON key order and whitespace (jsonb reorders)."""
+    return hashlib.sha256(_canonical(raw)).hexdigest()[:16]
+
+
+def is_final(event: Event, promises: Promises) -> bool:
+    """Did this attempt get an answer a client stops retrying on?
+
+    No answer, the in-progress status, 429, 503 and (unless the target stores errors) other 5xx
+    are all "try again later".
+    """
+    status = event.status
+    if status is None:
+        return False
+    if status in (promises.in_progress_status, 429, 503):
+        return False
+    return not (status >= 500 and promises.errors == "release")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a well-behaved client retries one operation: same key, backoff, a bounded budget."""
+
+    max_attempts: int = 12
+    base_delay: float = 0.05
+    max_delay: float = 1.0
+    deadline: float = 30.0
+
+    def delay(self, attempt: int, retry_after: str | None, rng: random.Random) -> float:
+        backoff: float = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+        if retry_after is not None and retry_after.replace(".", "", 1).isdigit():
+            backoff = min(self.max_delay, max(backoff, float(retry_after)))
+        return backoff * (0.5 + rng.random() / 2)
+
+
+class RecordingClient:
+    """Sends the target's endpoint requests through its proxies and records every attempt."""
+
+    def __init__(self, target: Target, history: History, urls: list[str]) -> None:
+        self.target = target
+        self.history = history
+        self.urls = urls
+        self._http = httpx.Client(
+            timeout=target.client.timeout,
+            limits=httpx.Limits(max_keepalive_connections=0, max_connections=None),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def prepare(self, request: Request) -> tuple[str, str, bytes, dict[str, str]]:
+        """Method, path, body bytes and headers exactly as they will be sent."""
+        endpoint = self.target.endpoint
+        method = (request.method or endpoint.method).upper()
+        path = request.path or endpoint.path
+        if request.raw_body is not None:
+            raw = request.raw_body
+        else:
+            raw = json.dumps(request.body, ensure_ascii=False).encode()
+        headers = {"Content-Type": "application/json", **endpoint.headers, **request.headers}
+        if request.key_header is not None:
+            headers[self.target.key.header] = request.key_header
+        elif request.key is not None:
+            headers[self.target.key.header] = encode_key(request.key, self.target.key.syntax)
+        if request.tenant is not None and self.target.tenant is not None:
+            tenant = self.target.tenant
+            headers[tenant.header] = tenant.format.replace("{tenant}", request.tenant)
+        return method, path, raw, headers
+
+    def send(self, request: Request, *, process: str, attempt: int = 1,
+             timeout: float | None = None, instance: int = 0) -> Event:
+        method, path, raw, headers = self.prepare(request)
+        invocation = self.history.invoke(
+            "request", process,
+            key=request.key, tenant=request.tenant, attempt=attempt, label=request.label or None,
+            method=method, path=path, fingerprint=fingerprint(method, path, raw),
+            body=raw.decode(errors="replace")[:_BODY_KEPT],
+            key_header=headers.get(self.target.key.header),
+            value={"instance": instance} if instance else {},
+        )
+        url = self.urls[instance % len(self.urls)] + path
+        if not all(_printable(v) for v in headers.values()):
+            return self._send_verbatim(invocation, method, url, raw, headers, timeout)
+        try:
+            response = self._http.request(
+                method, url, content=raw, headers=headers,
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            return self.history.complete(invocation, "fail", error="connect",
+                                         value={"detail": str(exc)})
+        except httpx.TimeoutException as exc:
+            return self.history.complete(invocation, "info", error="timeout",
+                                         value={"detail": str(exc) or type(exc).__name__})
+        except httpx.RemoteProtocolError as exc:
+            return self.history.complete(invocation, "info", error="disconnected",
+                                         value={"detail": str(exc)})
+        except httpx.TransportError as exc:
+            return self.history.complete(invocation, "info", error="reset",
+                                         value={"detail": str(exc) or type(exc).__name__})
+        return self._completion(invocation, response)
+
+    def _send_verbatim(self, invocation: Event, method: str, url: str, raw: bytes,
+                       headers: dict[str, str], timeout: float | None) -> Event:
+        """Send header bytes that httpx (rightly) refuses to send, such as control characters
+        and UTF-8 in a key, through ``http.client``: the target must see the hostile input."""
+        parts = urlsplit(url)
+        connection = http.client.HTTPConnection(
+            parts.hostname or "127.0.0.1", parts.port,
+            timeout=timeout if timeout is not None else self.target.client.timeout,
+        )
+        try:
+            connection.putrequest(method, parts.path or "/", skip_accept_encoding=True)
+            for name, value in headers.items():
+                connection.putheader(name, value.encode("utf-8", "surrogateescape"))
+            connection.putheader("Content-Length", str(len(raw)))
+            connection.endheaders(raw)
+            response = connection.getresponse()
+            content = response.read()
+        except ConnectionRefusedError as exc:
+            return self.history.complete(invocation, "fail", error="connect",
+                                         value={"detail": str(exc)})
+        except TimeoutError as exc:
+            return self.history.complete(invocation, "info", error="timeout",
+                                         value={"detail": str(exc)})
+        except (OSError, http.client.HTTPException) as exc:
+            return self.history.complete(invocation, "info", error="reset",
+                                         value={"detail": str(exc) or type(exc).__name__})
+        finally:
+            connection.close()
+        return self._record_answer(invocation, response.status, dict(response.getheaders()),
+                                   content)
+
+    def _completion(self, invocation: Event, response: httpx.Response) -> Event:
+        return self._record_answer(invocation, response.status_code, dict(response.headers),
+                                   response.content)
+
+    def _record_answer(self, invocation: Event, status: int, all_headers: Mapping[str, str],
+                       content: bytes) -> Event:
+        kept = {*_MEANINGFUL_HEADERS}
+        if self.target.promises.replay_header:
+            kept.add(self.target.promises.replay_header.lower())
+        headers = {k.lower(): v for k, v in all_headers.items() if k.lower() in kept}
+        type_: EventType = "ok" if 200 <= status < 300 else "fail"
+        return self.history.complete(
+            invocation, type_,
+            status=status,
+            headers=headers,
+            body_digest=body_digest(content),
+            body=content.decode(errors="replace")[:_BODY_KEPT],
+            resource=self._resource(status, content),
+        )
+
+    def _resource(self, status: int, content: bytes) -> str | None:
+        field_name = self.target.endpoint.resource_field
+        if not field_name or not 200 <= status < 300:
+            return None
+        try:
+            data = json.loads(content)
+        except ValueError:
+            return None
+        value = data.get(field_name) if isinstance(data, dict) else None
+        return None if value is None else str(value)
+
+    def send_until_answer(
+        self, request: Request, *, process: str, policy: RetryPolicy, rng: random.Random,
+        first_attempt: int = 1, instance: int = 0,
+    ) -> list[Event]:
+        """Retry with the same key until a final answer, the attempt budget or the deadline."""
+        completions: list[Event] = []
+        started = time.monotonic()
+        for attempt in range(first_attempt, first_attempt + policy.max_attempts):
+            completion = self.send(request, process=process, attempt=attempt, instance=instance)
+            completions.append(completion)
+            if is_final(completion, self.target.promises):
+                break
+            if time.monotonic() - started > policy.deadline:
+                break
+            retry_after = (completion.headers or {}).get("retry-after")
+            time.sleep(policy.delay(attempt - first_attempt + 1, retry_after, rng))
+        return completions

@@ -1,0 +1,246 @@
+"""The target as a run sees it: started or found, each instance behind its own Toxiproxy proxy,
+with its side-effect oracle and its hooks.
+
+Clients talk to the proxies; the oracle and the hooks talk to the target directly, so a fault
+meant for a client's request never blinds the judge or the clock.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from harness._errors import ServiceError, UsageError
+from harness._network import free_port, require_loopback
+from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
+from harness._processes import ManagedProcess
+from harness._recorder import Recorder
+from harness._target import (
+    HttpEffects,
+    RecorderEffects,
+    SqlEffects,
+    Target,
+    render_template,
+)
+from harness._toxiproxy import ToxiproxyProxy, ToxiproxyServer
+
+__all__ = ["Deployment", "Instance"]
+
+
+@dataclass
+class Instance:
+    """One target process (or the one running target) and the proxy in front of it."""
+
+    number: int
+    direct_url: str
+    proxy: ToxiproxyProxy
+    process: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        """Where clients send requests: through the proxy."""
+        return self.proxy.url
+
+
+class Deployment:
+    """Starts what the target file asks for and tears all of it down on ``close``."""
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        toxiproxy: ToxiproxyServer,
+        workdir: Path,
+        instances: int = 1,
+        allow_remote: bool = False,
+    ) -> None:
+        if instances < 1:
+            raise UsageError("a deployment needs at least one instance")
+        self.target = target
+        self.toxiproxy = toxiproxy
+        self.workdir = workdir
+        self.allow_remote = allow_remote
+        self.run_id = uuid.uuid4().hex[:8]
+        self.instances: list[Instance] = []
+        self.store_proxy: ToxiproxyProxy | None = None
+        self.recorder: Recorder | None = None
+        self.oracle: EffectOracle | None = None
+        self._wanted = instances
+        self._values: dict[str, Any] = {}
+        self._hooks_http = httpx.Client(timeout=10.0)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Deployment:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        values: dict[str, Any] = {"python": sys.executable, "workdir": str(self.workdir)}
+        effects = self.target.effects
+        if isinstance(effects, RecorderEffects):
+            self.recorder = Recorder(effects.port or 0)
+            values["recorder_url"] = self.recorder.url
+        if self.target.store_proxy is not None:
+            self.store_proxy = self.toxiproxy.client.create_proxy(
+                f"idem-{self.run_id}-store", self.target.store_proxy.upstream
+            )
+            values["store_proxy"] = self.store_proxy.listen
+        self._values = values
+        self.ensure_instances(self._wanted)
+        self.oracle = self._make_oracle()
+
+    def ensure_instances(self, count: int) -> None:
+        """Run at least ``count`` instances, each on its own port behind its own proxy."""
+        if count > 1 and self.target.start is None:
+            raise UsageError(f"target {self.target.name} runs elsewhere: the harness cannot "
+                             f"start {count} instances of it; give a [start] table")
+        while len(self.instances) < count:
+            self.instances.append(self._start_instance(len(self.instances), self._values))
+
+    def _start_instance(self, number: int, values: dict[str, Any]) -> Instance:
+        start = self.target.start
+        process = None
+        if start is None:
+            assert self.target.url is not None
+            direct_url = self.target.url.rstrip("/")
+            require_loopback(direct_url, allow_remote=self.allow_remote)
+        else:
+            require_loopback(start.host, allow_remote=self.allow_remote)
+            port = free_port(start.host)
+            direct_url = f"http://{start.host}:{port}"
+            process = self._process(number, {**values, "port": port, "instance": number})
+            process.start()
+        parts = urlsplit(direct_url)
+        proxy = self.toxiproxy.client.create_proxy(
+            f"idem-{self.run_id}-{number}", f"{parts.hostname}:{parts.port or 80}"
+        )
+        return Instance(number, direct_url, proxy, process)
+
+    def _process(self, number: int, values: dict[str, Any]) -> ManagedProcess:
+        start = self.target.start
+        assert start is not None
+        env = {k: str(render_template(v, values)) for k, v in start.env.items()}
+        if isinstance(self.target.effects, RecorderEffects):
+            env[self.target.effects.env] = values["recorder_url"]
+        ready_url = f"http://{start.host}:{values['port']}{start.ready_path}"
+        return ManagedProcess(
+            f"target {self.target.name}#{number}",
+            [str(render_template(part, values)) for part in start.command],
+            log_path=self.workdir / f"target-{number}.log",
+            ready_url=ready_url if start.ready == "http" else None,
+            ready_port=(start.host, values["port"]) if start.ready == "tcp" else None,
+            env=env,
+            cwd=start.cwd,
+            start_timeout=start.ready_timeout,
+        )
+
+    def _make_oracle(self) -> EffectOracle:
+        effects = self.target.effects
+        if isinstance(effects, HttpEffects):
+            return HttpOracle(effects, base_url=self.instances[0].direct_url,
+                              allow_remote=self.allow_remote)
+        if isinstance(effects, SqlEffects):
+            return SqlOracle(effects, allow_remote=self.allow_remote)
+        assert self.recorder is not None
+        return RecorderOracle(self.recorder)
+
+    def close(self) -> None:
+        """Stop everything this deployment started; safe to call twice and after a failure."""
+        for instance in self.instances:
+            with suppress(ServiceError):  # Toxiproxy is going away too; nothing left to clean
+                instance.proxy.delete()
+            if instance.process is not None:
+                instance.process.stop()
+        self.instances = []
+        if self.store_proxy is not None:
+            with suppress(ServiceError):
+                self.store_proxy.delete()
+            self.store_proxy = None
+        if self.oracle is not None:
+            self.oracle.close()
+            self.oracle = None
+        elif self.recorder is not None:
+            self.recorder.close()
+        self.recorder = None
+        self._hooks_http.close()
+
+    def __enter__(self) -> Deployment:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- process faults --------------------------------------------------------------------
+
+    def kill(self, number: int = 0) -> None:
+        process = self._managed(number)
+        process.kill()
+
+    def restart(self, number: int = 0) -> None:
+        """Start instance ``number`` again on the same port, behind the same proxy."""
+        process = self._managed(number)
+        if process.running():
+            process.kill()
+        process.start()
+
+    def wait_for_exit(self, number: int = 0, *, timeout: float = 10.0) -> bool:
+        """Wait for the instance to die by itself (a crash hook fired); True if it did."""
+        return self._managed(number).wait_exit(timeout) is not None
+
+    def is_running(self, number: int = 0) -> bool:
+        process = self.instances[number].process
+        return process is None or process.running()
+
+    def _managed(self, number: int) -> ManagedProcess:
+        process = self.instances[number].process
+        if process is None or not self.target.can_restart:
+            raise UsageError(f"target {self.target.name} was not started by the harness as "
+                             "restartable; set start.restartable = true")
+        return process
+
+    # ---- hooks -----------------------------------------------------------------------------
+
+    def _hook(self, method: str, path: str, body: Any = None) -> Any:
+        url = self.instances[0].direct_url + path
+        try:
+            response = self._hooks_http.request(method, url, json=body)
+            response.raise_for_status()
+            return response.json() if response.content else None
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ServiceError(f"hook {method} {path} failed: {exc}; check [hooks] in "
+                               f"{self.target.source}") from exc
+
+    def advance_clock(self, seconds: float) -> None:
+        hook = self.target.hooks.clock
+        if hook is None:
+            raise UsageError(f"target {self.target.name} has no clock hook")
+        self._hook(hook.method, hook.path, render_template(hook.body, {"seconds": seconds}))
+
+    def store_size(self) -> dict[str, int]:
+        hook = self.target.hooks.store_size
+        if hook is None:
+            raise UsageError(f"target {self.target.name} has no store_size hook")
+        data = self._hook(hook.method, hook.path)
+        size = {"rows": int(data[hook.rows])}
+        if hook.in_progress:
+            size["in_progress"] = int(data[hook.in_progress])
+        return size
+
+    def cleanup(self) -> None:
+        hook = self.target.hooks.cleanup
+        if hook is None:
+            raise UsageError(f"target {self.target.name} has no cleanup hook")
+        self._hook(hook.method, hook.path)

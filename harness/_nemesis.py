@@ -1,0 +1,164 @@
+"""The nemesis: faults applied to the target and recorded in the history as they act.
+
+Network faults are Toxiproxy toxics on the client's proxy (or on the target's database proxy);
+process faults kill and restart a target the harness started; the clock fault advances the
+target's clock through its hook.  Toxiproxy's ``toxicity`` is drawn once per connection and its
+``-seed`` flag does nothing since v2.9, so faults are always applied at full toxicity, around
+exactly the requests the harness chose, and removed afterwards whatever happens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness._deployment import Deployment
+from harness._errors import UsageError
+from harness._history import NEMESIS, History
+from harness._toxiproxy import Stream, Toxic, ToxiproxyProxy
+
+__all__ = ["FAULTS", "Fault", "Nemesis", "fault_named"]
+
+Where = Literal["client", "store"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A named network fault: a toxic, or the proxy switched off."""
+
+    name: str
+    summary: str
+    toxic: Toxic | None = None
+    where: Where = "client"
+    meaning: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def proxy_down(self) -> bool:
+        return self.toxic is None
+
+    def describe(self) -> dict[str, object]:
+        data: dict[str, object] = {"fault": self.name, "where": self.where}
+        if self.toxic is not None:
+            data.update(toxic=self.toxic.type, stream=self.toxic.stream,
+                        attributes=dict(self.toxic.attributes))
+        return data
+
+
+def _toxic(type_: str, stream: Stream, **attributes: int) -> Toxic:
+    return Toxic(type_, stream, attributes)
+
+
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault("response-timeout", "the response is held back until the client gives up",
+              _toxic("timeout", "downstream", timeout=0)),
+        Fault("response-reset", "the connection is reset as the response starts",
+              _toxic("reset_peer", "downstream", timeout=0)),
+        Fault("response-cut", "the response is cut after 64 bytes",
+              _toxic("limit_data", "downstream", bytes=64)),
+        Fault("response-latency", "the response is delayed 300 ms ± 100 ms",
+              _toxic("latency", "downstream", latency=300, jitter=100)),
+        Fault("response-slicer", "the response arrives in small slices",
+              _toxic("slicer", "downstream", average_size=16, size_variation=8, delay=2000)),
+        Fault("response-bandwidth", "the response trickles at 1 KB/s",
+              _toxic("bandwidth", "downstream", rate=1)),
+        Fault("slow-close", "the connection lingers 500 ms before closing",
+              _toxic("slow_close", "downstream", delay=500)),
+        Fault("request-timeout", "the request is held back and never reaches the target",
+              _toxic("timeout", "upstream", timeout=0)),
+        Fault("request-reset", "the connection is reset as the request is sent",
+              _toxic("reset_peer", "upstream", timeout=0)),
+        Fault("request-cut", "the request is cut after 64 bytes",
+              _toxic("limit_data", "upstream", bytes=64)),
+        Fault("request-latency", "the request is delayed 300 ms ± 100 ms",
+              _toxic("latency", "upstream", latency=300, jitter=100)),
+        Fault("request-slicer", "the request arrives in small slices",
+              _toxic("slicer", "upstream", average_size=16, size_variation=8, delay=2000)),
+        Fault("proxy-down", "the proxy refuses connections"),
+        Fault("store-reset", "the target's database connection is reset",
+              _toxic("reset_peer", "downstream", timeout=0), where="store"),
+        Fault("store-timeout", "the target's database stops answering",
+              _toxic("timeout", "downstream", timeout=0), where="store"),
+        Fault("store-latency", "the target's database answers 200 ms late",
+              _toxic("latency", "downstream", latency=200, jitter=0), where="store"),
+        Fault("store-down", "the target's database is unreachable", where="store"),
+    )
+}
+
+
+def fault_named(name: str) -> Fault:
+    try:
+        return FAULTS[name]
+    except KeyError:
+        raise UsageError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}") from None
+
+
+class Nemesis:
+    """Injects faults into one deployment and writes each into the history as it acts."""
+
+    def __init__(self, deployment: Deployment, history: History) -> None:
+        self.deployment = deployment
+        self.history = history
+
+    def _proxies(self, fault: Fault, instance: int | None) -> list[ToxiproxyProxy]:
+        if fault.where == "store":
+            if self.deployment.store_proxy is None:
+                raise UsageError(f"fault {fault.name} needs [store_proxy] in the target file")
+            return [self.deployment.store_proxy]
+        instances = self.deployment.instances
+        chosen = instances if instance is None else [instances[instance]]
+        return [i.proxy for i in chosen]
+
+    def inject(self, fault: Fault, *, instance: int | None = None) -> None:
+        for proxy in self._proxies(fault, instance):
+            if fault.toxic is None:
+                proxy.disable()
+            else:
+                proxy.add_toxic(fault.toxic)
+        self.history.record("info", "fault", NEMESIS, value=fault.describe())
+
+    def heal(self, fault: Fault, *, instance: int | None = None) -> None:
+        for proxy in self._proxies(fault, instance):
+            if fault.toxic is None:
+                proxy.enable()
+            else:
+                proxy.remove_toxic(fault.toxic.effective_name)
+        self.history.record("info", "heal", NEMESIS, value=fault.describe())
+
+    @contextmanager
+    def fault(self, fault: Fault, *, instance: int | None = None) -> Iterator[None]:
+        """The fault acts inside the block and is healed after it, even if the block fails."""
+        self.inject(fault, instance=instance)
+        try:
+            yield
+        finally:
+            self.heal(fault, instance=instance)
+
+    def heal_all(self) -> None:
+        """Remove every toxic and re-enable every proxy: the end of every step."""
+        proxies = [i.proxy for i in self.deployment.instances]
+        if self.deployment.store_proxy is not None:
+            proxies.append(self.deployment.store_proxy)
+        for proxy in proxies:
+            proxy.clear_toxics()
+            proxy.enable()
+
+    def kill(self, instance: int = 0) -> None:
+        self.deployment.kill(instance)
+        self.history.record("info", "crash", NEMESIS,
+                            value={"how": "SIGKILL", "instance": instance})
+
+    def crashed(self, how: str, instance: int = 0) -> None:
+        """Record a crash the target performed itself (its crash hook fired)."""
+        self.history.record("info", "crash", NEMESIS, value={"how": how, "instance": instance})
+
+    def restart(self, instance: int = 0) -> None:
+        self.deployment.restart(instance)
+        self.history.record("info", "restart", NEMESIS, value={"instance": instance})
+
+    def advance_clock(self, seconds: float) -> None:
+        self.deployment.advance_clock(seconds)
+        self.history.record("info", "clock", NEMESIS, value={"seconds": seconds})

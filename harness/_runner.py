@@ -1,0 +1,145 @@
+"""The runner: start what the target file asks for, run scenarios, collect effects, judge, and
+tell the handlers at every step.  Jepsen's ``run-case!`` then ``analyze!``."""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from contextlib import nullcontext
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness._checker import CheckOptions, CheckResult, PropertyResult, check_history
+from harness._deployment import Deployment
+from harness._errors import HarnessError
+from harness._findings import Finding, merge_verdicts
+from harness._history import Event, History
+from harness._outcomes import (
+    Handler,
+    RunEvent,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    ScenarioFinished,
+    ScenarioOutcome,
+    ScenarioStarted,
+    Step,
+)
+from harness._paths import state_dir
+from harness._reproduce import curl_for
+from harness._scenario import Scenario, ScenarioContext
+from harness._target import Target
+from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+
+__all__ = ["RunConfig", "judge", "run_scenarios"]
+
+DEFAULT_RETRY_HORIZON = 86400.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    target: Target
+    scenarios: Sequence[Scenario]
+    report_dir: Path | None = None
+    seed: int | None = None
+    allow_remote: bool = False
+    retry_horizon: float = DEFAULT_RETRY_HORIZON
+    instances: int = 1
+    toxiproxy: ToxiproxyServer | None = None  # shared with other runs; started when None
+
+
+def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
+    """Run every scenario against one deployment of the target and return the judged result."""
+    seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**32)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.monotonic()
+
+    def emit(event: RunEvent) -> None:
+        for handler in handlers:
+            handler.handle(event)
+
+    def result(outcomes: list[ScenarioOutcome], *, complete: bool) -> RunResult:
+        return RunResult(config.target, tuple(outcomes), seed, started_at, config.report_dir,
+                         config.retry_horizon, time.monotonic() - clock, complete)
+
+    emit(RunStarted(config.target, tuple(s.name for s in config.scenarios), seed,
+                    config.report_dir))
+    workdir = (config.report_dir or state_dir() / "runs" / started_at.replace(":", "")) / "target"
+    outcomes: list[ScenarioOutcome] = []
+    toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
+                         else start_toxiproxy(log_dir=workdir))
+    with toxiproxy_context as toxiproxy, Deployment(
+        config.target, toxiproxy=toxiproxy, workdir=workdir, instances=config.instances,
+        allow_remote=config.allow_remote,
+    ) as deployment:
+        for position, scenario in enumerate(config.scenarios):
+            emit(ScenarioStarted(scenario.name, position, len(config.scenarios)))
+            outcome = _run_one(scenario, deployment, random.Random(f"{seed}:{scenario.name}"),
+                               config, emit)
+            outcomes.append(outcome)
+            emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
+    final = result(outcomes, complete=True)
+    emit(RunFinished(final))
+    return final
+
+
+def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, config: RunConfig,
+             emit: Callable[[RunEvent], None]) -> ScenarioOutcome:
+    target = deployment.target
+    reason = scenario.not_applicable(target)
+    if reason:
+        return ScenarioOutcome(scenario.name, "n/a", scenario.properties, reason=reason)
+    started = time.monotonic()
+    _ensure_running(deployment)
+    history = History()
+    history.subscribe(lambda event: emit(Step(scenario.name, event)))
+    context = ScenarioContext(scenario=scenario, deployment=deployment, history=history, rng=rng)
+    error = None
+    try:
+        scenario.run(context)
+    except HarnessError as exc:
+        error = f"the scenario could not finish: {exc}"
+    except Exception as exc:  # a generator bug: report it, judge what was recorded, go on
+        error = "the scenario crashed: " + "".join(traceback.format_exception_only(exc)).strip()
+    finally:
+        context.nemesis.heal_all()
+        _ensure_running(deployment)
+    context.collect_effects()
+    context.client.close()
+    check = judge(history.events(), target, config.retry_horizon,
+                  base_url=deployment.instances[0].direct_url)
+    verdict = check.verdict if error is None else merge_verdicts([check.verdict, "unknown"])
+    return ScenarioOutcome(scenario.name, verdict, scenario.properties, check, error,
+                           history.events(), time.monotonic() - started)
+
+
+def _ensure_running(deployment: Deployment) -> None:
+    """Bring back any instance that died (a crash the scenario caused, or one nobody expected)."""
+    for instance in deployment.instances:
+        if not deployment.is_running(instance.number):
+            deployment.restart(instance.number)
+
+
+def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
+          base_url: str) -> CheckResult:
+    """Check one history and attach a reproduction line to each finding."""
+    check = check_history(events, CheckOptions(target.promises, retry_horizon))
+    by_index = {e.index: e for e in events}
+
+    def with_line(finding: Finding) -> Finding:
+        invokes = [by_index[i] for i in finding.events
+                   if i in by_index and by_index[i].f == "request"
+                   and by_index[i].type == "invoke"]
+        if not invokes:
+            return finding
+        return replace(finding, reproduce=curl_for(invokes[-1], target, base_url))
+
+    results = {
+        pid: PropertyResult(r.property, r.verdict, tuple(with_line(f) for f in r.findings),
+                            r.notes, r.reason)
+        for pid, r in check.results.items()
+    }
+    return CheckResult(results, [with_line(f) for f in check.findings], check.notes)

@@ -1,0 +1,365 @@
+"""Target files: a TOML description of the service under test, validated into typed settings.
+
+The reference server is described by the same kind of file (``harness/targets/reference.toml``)
+and gets no private shortcuts.  Errors name the file, the field and the fix, because the person
+reading them is writing their first target file.  The format is documented in docs/targets.md.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from harness._durations import parse_duration
+from harness._errors import TargetFileError
+
+__all__ = [
+    "BUILTIN_TARGETS",
+    "ClockHook",
+    "CrashHook",
+    "Effects",
+    "HttpEffects",
+    "Promises",
+    "RecorderEffects",
+    "SqlEffects",
+    "Target",
+    "load_target",
+    "parse_target",
+    "placeholders",
+    "render_template",
+]
+
+BUILTIN_TARGETS = Path(__file__).parent / "targets"
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Start(_Section):
+    """How the harness starts the target itself."""
+
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    host: str = "127.0.0.1"
+    ready: Literal["http", "tcp"] = "http"
+    ready_path: str = "/"
+    ready_timeout: Duration = 30.0
+    restartable: bool = False
+
+    @model_validator(mode="after")
+    def _needs_port(self) -> Start:
+        if not any("{port}" in part for part in self.command):
+            raise ValueError("the command must contain {port} so the harness can choose the port")
+        return self
+
+
+class Endpoint(_Section):
+    method: str = "POST"
+    path: str = "/charges"
+    body: dict[str, Any] = Field(default_factory=lambda: {"amount": "{amount}", "currency": "usd"})
+    headers: dict[str, str] = Field(default_factory=dict)
+    resource_field: str | None = "id"
+
+    @model_validator(mode="after")
+    def _body_can_vary(self) -> Endpoint:
+        names = set(placeholders(self.body))
+        if not names & {"amount", "nonce"}:
+            raise ValueError(
+                "the body template needs an {amount} or {nonce} placeholder, so the harness can "
+                "make two different requests (key reuse)"
+            )
+        return self
+
+
+class KeySpec(_Section):
+    header: str = "Idempotency-Key"
+    syntax: Literal["token", "sf-string"] = "token"
+    max_length: int = Field(default=255, ge=1)
+
+
+class TenantSpec(_Section):
+    header: str = "Authorization"
+    format: str = "Bearer {tenant}"
+
+    @model_validator(mode="after")
+    def _has_placeholder(self) -> TenantSpec:
+        if "{tenant}" not in self.format:
+            raise ValueError("format must contain {tenant}")
+        return self
+
+
+class HttpEffects(_Section):
+    """Side effects counted by an HTTP query whose JSON gives the count (and maybe the ids)."""
+
+    kind: Literal["http"]
+    url: str
+    query: dict[str, str] = Field(default_factory=dict)
+    count: str = "count"
+    ids: str | None = None
+
+
+class SqlEffects(_Section):
+    """Side effects counted by a SQL query with ``%(tenant)s`` and ``%(key)s`` parameters."""
+
+    kind: Literal["sql"]
+    dsn: str
+    query: str
+    ids_query: str | None = None
+
+    @model_validator(mode="after")
+    def _uses_key(self) -> SqlEffects:
+        if "%(key)s" not in self.query:
+            raise ValueError("query must use the %(key)s parameter (and %(tenant)s for tenants)")
+        if not self.dsn.startswith(("postgresql://", "postgres://", "sqlite:///")):
+            raise ValueError("dsn must start with postgresql:// or sqlite:///")
+        return self
+
+
+class RecorderEffects(_Section):
+    """Side effects the target reports, one call each, to a recorder the harness runs."""
+
+    kind: Literal["recorder"]
+    env: str = "IDEM_RECORDER_URL"
+    port: int | None = None
+
+
+Effects = Annotated[HttpEffects | SqlEffects | RecorderEffects, Field(discriminator="kind")]
+
+
+class Promises(_Section):
+    """What the target says it does; conformance is judged against these."""
+
+    mode: Literal["strict", "lax"] = "strict"
+    mismatch_status: int = Field(default=422, ge=400, le=599)
+    in_progress: Literal["conflict", "wait"] = "conflict"
+    in_progress_status: int = Field(default=409, ge=400, le=599)
+    retry_after: bool = False
+    wait_timeout: Duration | None = None
+    retention: Duration | None = None
+    lease: Duration | None = None
+    errors: Literal["release", "store"] = "release"
+    replay_header: str | None = None
+    cleanup_interval: Duration | None = None
+
+
+class ClockHook(_Section):
+    method: str = "POST"
+    path: str
+    body: dict[str, Any] = Field(default_factory=lambda: {"seconds": "{seconds}"})
+
+
+class CrashHook(_Section):
+    """A request header that makes the target die at a named point, or a signal to send it."""
+
+    header: str | None = None
+    points: dict[Literal["after-claim", "after-work", "before-response"], str] = Field(
+        default_factory=dict
+    )
+    signal: Literal["SIGKILL", "SIGTERM"] | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> CrashHook:
+        if self.header is None and self.signal is None:
+            raise ValueError("give a header (with points) or a signal")
+        if self.header is not None and not self.points:
+            raise ValueError("a crash header needs points, e.g. points = { after-claim = \"...\" }")
+        return self
+
+
+class HeaderHook(_Section):
+    """A request header that changes how the target handles that one request."""
+
+    header: str
+    value: str
+
+
+class StoreSizeHook(_Section):
+    method: str = "GET"
+    path: str
+    rows: str = "rows"
+    in_progress: str | None = None
+
+
+class CallHook(_Section):
+    method: str = "POST"
+    path: str
+
+
+class Hooks(_Section):
+    clock: ClockHook | None = None
+    crash: CrashHook | None = None
+    slow: HeaderHook | None = None
+    handler_error: HeaderHook | None = None
+    store_size: StoreSizeHook | None = None
+    cleanup: CallHook | None = None
+
+
+class StoreProxy(_Section):
+    """The target's own database connection, routed through a proxy the harness may fault."""
+
+    upstream: str
+
+
+class ClientSpec(_Section):
+    timeout: Duration = 10.0
+    fault_timeout: Duration = 1.5
+
+
+class Target(_Section):
+    """A validated target file."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    url: str | None = None
+    start: Start | None = None
+    endpoint: Endpoint = Field(default_factory=Endpoint)
+    key: KeySpec = Field(default_factory=KeySpec)
+    tenant: TenantSpec | None = None
+    effects: Effects
+    promises: Promises = Field(default_factory=Promises)
+    hooks: Hooks = Field(default_factory=Hooks)
+    store_proxy: StoreProxy | None = None
+    client: ClientSpec = Field(default_factory=ClientSpec)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _where(self) -> Target:
+        if (self.url is None) == (self.start is None):
+            raise ValueError("give exactly one of `url` (a running target) or a [start] table")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// (for example http://127.0.0.1:8000)")
+        if isinstance(self.effects, RecorderEffects) and self.start is None and not (
+            self.effects.port
+        ):
+            raise ValueError(
+                "a recorder needs the harness to start the target ([start]) or a fixed "
+                "effects.port the running target already calls"
+            )
+        return self
+
+    @property
+    def can_restart(self) -> bool:
+        return self.start is not None and self.start.restartable
+
+    def capabilities(self) -> frozenset[str]:
+        """What scenarios may rely on: each maps to a hook, a promise or a start mode."""
+        caps = set()
+        hooks = self.hooks
+        if hooks.clock:
+            caps.add("clock")
+        if hooks.crash and self.can_restart:
+            caps.add("crash")
+        if self.can_restart:
+            caps.add("restart")
+        if hooks.slow:
+            caps.add("slow")
+        if hooks.handler_error:
+            caps.add("handler-error")
+        if hooks.store_size:
+            caps.add("store-size")
+        if hooks.cleanup:
+            caps.add("cleanup")
+        if self.tenant:
+            caps.add("tenants")
+        if self.promises.retention is not None:
+            caps.add("retention")
+        if self.promises.lease is not None:
+            caps.add("lease")
+        if self.store_proxy is not None:
+            caps.add("store-proxy")
+        return frozenset(caps)
+
+    def with_start_args(self, args: list[str]) -> Target:
+        """The same target started with extra command-line arguments (later ones win)."""
+        if self.start is None:
+            raise ValueError(f"target {self.name} is not started by the harness")
+        start = self.start.model_copy(update={"command": [*self.start.command, *args]})
+        return self.model_copy(update={"start": start})
+
+    def with_promises(self, **changes: Any) -> Target:
+        return self.model_copy(update={"promises": self.promises.model_copy(update=changes)})
+
+
+def placeholders(value: Any) -> list[str]:
+    """The placeholder names used anywhere in a template value."""
+    if isinstance(value, str):
+        return _PLACEHOLDER.findall(value)
+    if isinstance(value, Mapping):
+        return [n for v in value.values() for n in placeholders(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in placeholders(v)]
+    return []
+
+
+def render_template(value: Any, values: Mapping[str, Any]) -> Any:
+    """Fill ``{name}`` placeholders; a string that is exactly one placeholder takes the value's
+    own type, so ``amount = "{amount}"`` becomes a JSON number."""
+    if isinstance(value, str):
+        whole = _PLACEHOLDER.fullmatch(value)
+        if whole and whole.group(1) in values:
+            return values[whole.group(1)]
+        return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), value)
+    if isinstance(value, Mapping):
+        return {k: render_template(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render_template(v, values) for v in value]
+    return value
+
+
+def _fix_for(error: Mapping[str, Any], field: str) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return f"add `{field.rsplit('.', 1)[-1]} = ...` (see docs/targets.md for its meaning)"
+    if kind == "extra_forbidden":
+        return f"remove `{field}` or correct its spelling; docs/targets.md lists every field"
+    if kind in ("literal_error", "union_tag_invalid"):
+        return f"use one of the allowed values: {error['msg'].split(':', 1)[-1].strip()}"
+    if kind == "union_tag_not_found":
+        return 'add `kind = "http"`, `kind = "sql"` or `kind = "recorder"` to [effects]'
+    return "correct the value as the message says (docs/targets.md has a complete example)"
+
+
+def parse_target(data: Mapping[str, Any], *, source: str) -> Target:
+    """Validate parsed TOML into a ``Target`` or raise ``TargetFileError`` with every problem."""
+    try:
+        return Target.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append((field, message, _fix_for(error, field)))
+        raise TargetFileError(source, problems) from exc
+
+
+def load_target(path: str | Path) -> Target:
+    """Read and validate a target file; a bare name such as ``reference`` means a built-in one."""
+    candidate = Path(path)
+    if not candidate.exists() and (BUILTIN_TARGETS / f"{path}.toml").exists():
+        candidate = BUILTIN_TARGETS / f"{path}.toml"
+    try:
+        text = candidate.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TargetFileError(
+            str(path), [("", "the file does not exist", "check the path, or copy the example "
+                         "in docs/targets.md")]
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        problem = ("", f"cannot read it: {exc}", "check the file's permissions and encoding")
+        raise TargetFileError(str(path), [problem]) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetFileError(
+            str(path), [("", f"not valid TOML: {exc}", "fix the TOML syntax at that line")]
+        ) from exc
+    return parse_target(data, source=str(candidate))

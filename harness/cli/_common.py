@@ -1,0 +1,55 @@
+"""What every command shares: turning harness errors into exit code 2 with their fix."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from harness._durations import parse_duration
+from harness._errors import HarnessError
+
+__all__ = ["DURATION", "EXIT_FINDINGS", "EXIT_PASS", "EXIT_USAGE", "F", "default_report_dir",
+           "translate_errors"]
+
+EXIT_PASS, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def translate_errors(command: F) -> F:
+    """Show a ``HarnessError`` as its message (which says how to fix it) and exit 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except HarnessError as exc:
+            click.secho(f"error: {exc}", fg="red", err=True)
+            sys.exit(EXIT_USAGE)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Duration(click.ParamType):  # type: ignore[type-arg]
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = _Duration()
+
+
+def default_report_dir() -> Path:
+    return Path("reports") / datetime.now().strftime("run-%Y%m%d-%H%M%S")

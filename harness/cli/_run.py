@@ -1,0 +1,120 @@
+"""``idem-harness run`` and ``idem-harness check``: parse, then call the runner."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from harness._errors import UsageError
+from harness._findings import merge_verdicts
+from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
+from harness._runner import RunConfig, judge, run_scenarios
+from harness._target import Target, load_target
+from harness.cli._common import DURATION, F, default_report_dir, translate_errors
+from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
+
+__all__ = ["check", "reference_target", "run", "target_options"]
+
+
+def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
+    """The built-in reference target file, with the flags ``--reference`` passes on."""
+    target = load_target("reference")
+    args: list[str] = []
+    if store:
+        args += ["--store", store]
+    if flaw:
+        args += ["--flaw", flaw]
+    if servers > 1 and not store:
+        raise UsageError("several reference server processes need a shared --store "
+                         "(postgresql://... or sqlite:///PATH)")
+    return target.with_start_args(args) if args else target
+
+
+def choose_target(target_file: str | None, reference: bool, store: str | None,
+                  flaw: str | None) -> Target:
+    if bool(target_file) == reference:
+        raise UsageError("give exactly one of --target FILE and --reference")
+    if not reference and (store or flaw):
+        raise UsageError("--store and --flaw only apply to --reference (the built-in server)")
+    if reference:
+        return reference_target(store=store, flaw=flaw)
+    assert target_file is not None
+    return load_target(target_file)
+
+
+def target_options(command: F) -> F:
+    """The options every command that drives a target shares."""
+    for option in reversed([
+        click.option("--target", "target_file", metavar="FILE",
+                     help="target file (TOML) describing the service under test"),
+        click.option("--reference", is_flag=True,
+                     help="run against the built-in reference server"),
+        click.option("--store", metavar="URL",
+                     help="with --reference: sqlite:///PATH or postgresql://..."),
+        click.option("--flaw", metavar="NAME",
+                     help="with --reference: start the server with this named flaw"),
+        click.option("--allow-remote", is_flag=True,
+                     help="allow a target outside loopback (127.0.0.1, ::1)"),
+    ]):
+        command = option(command)
+    return command
+
+
+@click.command()
+@target_options
+@click.option("--scenario", "scenario_names", multiple=True, metavar="NAME",
+              help="run only this scenario (repeatable); default: the whole catalog")
+@click.option("--report-dir", type=click.Path(path_type=Path), default=None,
+              help="where to write results.json, junit.xml, history.jsonl (default reports/run-*)")
+@click.option("--seed", type=int, default=None, help="seed for the harness's own choices")
+@click.option("--retry-horizon", type=DURATION, default="24h", show_default=True,
+              help="how late a client may still retry (retention shorter than this is a finding)")
+@click.option("--quiet", is_flag=True, help="print only the summary")
+@translate_errors
+def run(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
+        allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
+        seed: int | None, retry_horizon: float, quiet: bool) -> None:
+    """Run scenarios against a target and judge the history (exit 0 pass, 1 findings, 2 error)."""
+    from scenarios import CATALOG, get_scenario
+
+    target = choose_target(target_file, reference, store, flaw)
+    chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
+    report_dir = report_dir or default_report_dir()
+    shutil.rmtree(report_dir / "target", ignore_errors=True)
+    config = RunConfig(target=target, scenarios=chosen, report_dir=report_dir, seed=seed,
+                       allow_remote=allow_remote, retry_horizon=retry_horizon)
+    result = run_scenarios(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
+    sys.exit(result.exit_code)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@translate_errors
+def check(run_dir: Path) -> None:
+    """Judge a saved run again from its history, without touching the target."""
+    saved, target, histories = load_run(run_dir)
+    base_url = target.url or "http://127.0.0.1"
+    outcomes = []
+    for scenario in saved["scenarios"]:
+        events = histories.get(scenario["name"], [])
+        if scenario["verdict"] == "n/a" or not events:
+            outcomes.append(ScenarioOutcome(scenario["name"], scenario["verdict"],
+                                            tuple(scenario["properties"]),
+                                            reason=scenario.get("reason")))
+            continue
+        result = judge(events, target, saved["retry_horizon"], base_url=base_url)
+        verdict = result.verdict
+        if scenario.get("reason"):  # the scenario did not finish when it ran
+            verdict = merge_verdicts([verdict, "unknown"])
+        outcomes.append(ScenarioOutcome(scenario["name"], verdict,
+                                        tuple(scenario["properties"]), result,
+                                        scenario.get("reason"), tuple(events),
+                                        scenario.get("seconds", 0.0)))
+    judged = RunResult(target, tuple(outcomes), saved["seed"], saved["started_at"], run_dir,
+                       saved["retry_horizon"], saved.get("seconds", 0.0), saved["complete"])
+    write_report(judged, run_dir)
+    ConsoleReport(quiet=True).handle(RunFinished(judged))
+    sys.exit(judged.exit_code)

@@ -1,0 +1,108 @@
+"""``results.json`` and ``history.jsonl``: the machine-readable record of a run.
+
+``history.jsonl`` holds every event with its scenario's name; with the target's promises kept in
+``results.json``, ``idem-harness check RUN_DIR`` can judge a run again without re-running it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from harness._errors import UsageError
+from harness._history import Event, History, event_from_json
+from harness._outcomes import RunResult, ScenarioOutcome
+from harness._target import Target
+
+__all__ = ["SCHEMA", "load_run", "render_history", "render_results", "tool_version"]
+
+SCHEMA = 1
+
+
+def tool_version() -> str:
+    try:
+        return version("idem-harness")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _scenario_json(outcome: ScenarioOutcome) -> dict[str, Any]:
+    check = outcome.check
+    return {
+        "name": outcome.name,
+        "verdict": outcome.verdict,
+        "properties": list(outcome.properties),
+        "reason": outcome.reason,
+        "seconds": round(outcome.seconds, 3),
+        "requests": sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke"),
+        "property_verdicts": (
+            {pid: r.verdict for pid, r in check.results.items()} if check else {}
+        ),
+        "unknown_reasons": (
+            {pid: r.reason for pid, r in check.results.items() if r.reason} if check else {}
+        ),
+        "findings": [f.to_json() for f in outcome.findings],
+        "notes": [n.to_json() for n in outcome.notes],
+    }
+
+
+def render_results(result: RunResult) -> str:
+    outcomes = list(result.outcomes)
+    findings = result.findings
+    counts = {v: sum(1 for o in outcomes if o.verdict == v) for v in ("pass", "fail", "unknown",
+                                                                         "n/a")}
+    data = {
+        "schema": SCHEMA,
+        "tool": f"idem-harness {tool_version()}",
+        "target": {
+            "name": result.target.name,
+            "source": result.target.source,
+            "description": result.target.description,
+            "definition": result.target.model_dump(mode="json", exclude={"source"}),
+        },
+        "seed": result.seed,
+        "started_at": result.started_at,
+        "seconds": round(result.seconds, 3),
+        "retry_horizon": result.retry_horizon,
+        "complete": result.complete,
+        "verdict": result.verdict,
+        "counts": {
+            "scenarios": len(outcomes),
+            **counts,
+            "findings": len(findings),
+            "safety_findings": sum(1 for f in findings if f.klass == "safety"),
+        },
+        "scenarios": [_scenario_json(o) for o in outcomes],
+        **({"extra": result.extra} if result.extra else {}),
+    }
+    return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+
+def render_history(result: RunResult) -> str:
+    return "".join(History(o.events).to_jsonl(scenario=o.name) for o in result.outcomes)
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], Target, dict[str, list[Event]]]:
+    """The saved results, the target as it was judged, and each scenario's history."""
+    results_path, history_path = run_dir / "results.json", run_dir / "history.jsonl"
+    for needed in (results_path, history_path):
+        if not needed.exists():
+            raise UsageError(f"{needed} is missing: {run_dir} is not a report directory of "
+                             "`idem-harness run` (give the directory the run wrote)")
+    try:
+        results = json.loads(results_path.read_text())
+        target = Target.model_validate({**results["target"]["definition"],
+                                        "source": results["target"]["source"]})
+        histories: dict[str, list[Event]] = defaultdict(list)
+        for line in history_path.read_text().splitlines():
+            if line.strip():
+                data = json.loads(line)
+                scenario = data.pop("scenario")
+                histories[scenario].append(event_from_json(data))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{run_dir} holds a damaged report ({exc}); run the harness again "
+                         "to produce a fresh one") from exc
+    return results, target, dict(histories)

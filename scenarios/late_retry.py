@@ -1,0 +1,63 @@
+"""Retries hours later: replayed inside the retention window, new outside it, and the window
+measured."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness import Scenario, ScenarioContext
+
+MARGIN = 60.0
+BISECTION_STEPS = 7
+
+
+def _probe(ctx: ScenarioContext, age: float, label: str) -> bool:
+    """Charge with a fresh key, let ``age`` seconds pass on the target's clock, retry: was the
+    retry answered from the stored response?"""
+    request = ctx.request(ctx.new_key(), label="original")
+    first = ctx.retry_until_answer(request, first_attempt=1)[-1]
+    ctx.advance_clock(age)
+    retry = ctx.retry_until_answer(replace(request, label=label),
+                                   first_attempt=first.attempt + 1 if first.attempt else 2)[-1]
+    return retry.resource is not None and retry.resource == first.resource
+
+
+def run(ctx: ScenarioContext) -> None:
+    promised = ctx.target.promises.retention
+    assert promised is not None  # guaranteed by needs
+    _probe(ctx, promised - MARGIN, "retention-probe:inside")
+    _probe(ctx, promised + MARGIN, "retention-probe:outside")
+    low, high = 0.0, max(2 * promised, promised + 2 * MARGIN)
+    for _ in range(BISECTION_STEPS):
+        middle = (low + high) / 2
+        if _probe(ctx, middle, "retention-probe:bisect"):
+            low = middle
+        else:
+            high = middle
+
+
+SCENARIO = Scenario(
+    name="late-retry",
+    summary="retries just inside and just past the retention window; effective retention "
+            "measured by bisection",
+    story=(
+        "Some clients retry very late: a phone that was offline overnight, a batch job re-run "
+        "the next morning. The server remembers keys only for its retention window. Inside it "
+        "the retry must be answered from the stored response; past it the key is forgotten and "
+        "the request is new, which is the contract, not a duplicate. The trouble starts when "
+        "the real window is shorter than the promised one, or shorter than how late clients "
+        "retry: then a late retry charges the card again."
+    ),
+    properties=("P1", "P3", "P6"),
+    plan=(
+        "charge with a fresh key, advance the target's clock to one minute before the promised "
+        "retention, retry: expect the replay",
+        "charge with another key, advance to one minute past it, retry: a new charge is allowed",
+        f"bisect ({BISECTION_STEPS} probes, each with a fresh key) between 0 and twice the "
+        "promise for the age at which keys are forgotten",
+        "check: replays inside the promise; the measured retention against the promise and the "
+        "client's retry horizon",
+    ),
+    run=run,
+    needs=frozenset({"clock", "retention"}),
+)

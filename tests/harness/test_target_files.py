@@ -1,0 +1,110 @@
+"""Target files: the built-in one loads, and bad ones fail with the file, the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import TargetFileError, load_target
+from harness._target import render_template
+
+MINIMAL = """
+name = "mine"
+url = "http://127.0.0.1:9000"
+[effects]
+kind = "http"
+url = "/effects"
+query = { key = "{key}" }
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "target.toml"
+    path.write_text(text)
+    return path
+
+
+def problems(tmp_path: Path, text: str) -> list[tuple[str, str, str]]:
+    with pytest.raises(TargetFileError) as caught:
+        load_target(write(tmp_path, text))
+    assert str(tmp_path / "target.toml") in str(caught.value)
+    return caught.value.problems
+
+
+def test_the_builtin_reference_target_loads_by_name() -> None:
+    target = load_target("reference")
+    assert target.name == "reference-server"
+    assert target.promises.retention == 86400.0
+    assert {"clock", "crash", "tenants", "store-size"} <= target.capabilities()
+
+
+def test_a_minimal_file_gets_the_draft_defaults(tmp_path: Path) -> None:
+    target = load_target(write(tmp_path, MINIMAL))
+    assert target.key.header == "Idempotency-Key"
+    assert target.promises.mismatch_status == 422
+    assert target.capabilities() == frozenset()
+
+
+def test_missing_file_says_so() -> None:
+    with pytest.raises(TargetFileError, match="does not exist"):
+        load_target("/nonexistent/target.toml")
+
+
+def test_broken_toml_names_the_line(tmp_path: Path) -> None:
+    (field, problem, fix), = problems(tmp_path, "name = \n")
+    assert "not valid TOML" in problem and "line 1" in problem
+    assert "syntax" in fix
+
+
+def test_unknown_field_is_named_with_a_fix(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL + "\n[promises]\nretension = '24h'\n")
+    assert found[0][0] == "promises.retension"
+    assert "spelling" in found[0][2]
+
+
+def test_bad_choice_lists_the_allowed_values(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL + "\n[promises]\nin_progress = 'queue'\n")
+    assert found[0][0] == "promises.in_progress"
+    assert "'conflict'" in found[0][2] and "'wait'" in found[0][2]
+
+
+def test_bad_duration_explains_the_forms(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL + "\n[promises]\nretention = 'a day'\n")
+    assert found[0][0] == "promises.retention"
+    assert "'24h'" in found[0][1]
+
+
+def test_target_needs_a_place_to_run(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL.replace('url = "http://127.0.0.1:9000"\n', ""))
+    assert "exactly one of `url`" in found[0][1]
+
+
+def test_start_command_must_take_the_port(tmp_path: Path) -> None:
+    text = MINIMAL.replace('url = "http://127.0.0.1:9000"\n', "") + (
+        '\n[start]\ncommand = ["./server"]\n')
+    found = problems(tmp_path, text)
+    assert found[0][0] == "start"
+    assert "{port}" in found[0][1]
+
+
+def test_effects_kind_is_required(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL.replace('kind = "http"\n', ""))
+    assert found[0][0] == "effects"
+    assert 'kind = "http"' in found[0][2]
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL + "\n[key]\nsyntax = 'base64'\nmax_length = 0\n")
+    assert {f for f, _, _ in found} == {"key.syntax", "key.max_length"}
+
+
+def test_a_body_that_cannot_vary_is_refused(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL + '\n[endpoint]\nbody = { amount = 5 }\n')
+    assert "{amount} or {nonce}" in found[0][1]
+
+
+def test_templates_keep_the_type_of_a_whole_placeholder() -> None:
+    body = {"amount": "{amount}", "note": "for {customer}", "items": ["{amount}"]}
+    assert render_template(body, {"amount": 12, "customer": "c"}) == {
+        "amount": 12, "note": "for c", "items": [12]}
