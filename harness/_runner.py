@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 import time
 import traceback
-from contextlib import nullcontext
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path

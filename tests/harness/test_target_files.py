@@ -52,7 +52,7 @@ def test_missing_file_says_so() -> None:
 
 
 def test_broken_toml_names_the_line(tmp_path: Path) -> None:
-    (field, problem, fix), = problems(tmp_path, "name = \n")
+    (_field, problem, fix), = problems(tmp_path, "name = \n")
     assert "not valid TOML" in problem and "line 1" in problem
     assert "syntax" in fix
 
