@@ -88,7 +88,8 @@ class Deployment:
 
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        values: dict[str, Any] = {"python": sys.executable, "workdir": str(self.workdir)}
+        # Absolute: the target may run in another directory (start.cwd) than the harness.
+        values: dict[str, Any] = {"python": sys.executable, "workdir": str(self.workdir.absolute())}
         effects = self.target.effects
         if isinstance(effects, RecorderEffects):
             self.recorder = Recorder(effects.port or 0)
@@ -143,9 +144,17 @@ class Deployment:
             ready_url=ready_url if start.ready == "http" else None,
             ready_port=(start.host, values["port"]) if start.ready == "tcp" else None,
             env=env,
-            cwd=start.cwd,
+            cwd=self._start_cwd(),
             start_timeout=start.ready_timeout,
         )
+
+    def _start_cwd(self) -> str | None:
+        """``start.cwd``; a relative one is taken from the target file's directory, so a target
+        file that ships beside its app works from any current directory."""
+        cwd = self.target.start.cwd if self.target.start else None
+        if cwd is None or Path(cwd).is_absolute() or not self.target.source:
+            return cwd
+        return str(Path(self.target.source).absolute().parent / cwd)
 
     def _make_oracle(self) -> EffectOracle:
         effects = self.target.effects

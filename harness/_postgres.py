@@ -20,6 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 
@@ -98,11 +99,16 @@ class PostgresServer:
         return int(info.get("port") or 5432)
 
     def create_database(self, name: str) -> str:
-        """Create a fresh database (dropping one of that name) and return its DSN."""
+        """Create a fresh database (dropping one of that name) and return its URL."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{name}"')
-        return psycopg.conninfo.make_conninfo(self.dsn, dbname=name)
+        info = psycopg.conninfo.conninfo_to_dict(self.dsn)
+        credentials = str(info.get("user") or "postgres")
+        if info.get("password"):
+            credentials += f":{quote(str(info['password']), safe='')}"
+        return (f"postgresql://{credentials}@{info.get('host') or '127.0.0.1'}:"
+                f"{info.get('port') or 5432}/{name}")
 
     def close(self) -> None:
         if self._stopper is not None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from harness._analysis import Attempt, EffectsSeen, Identity, View, describe_identity
 from harness._checker import CheckOptions, Inconclusive, prop
 from harness._client import is_final
 from harness._durations import format_duration
 from harness._findings import Finding, Note
+from harness._history import Event
 
 __all__: list[str] = []
 
@@ -74,7 +76,10 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
 def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
-        for epoch in view.epochs(attempts, options.promises.retention):
+        epochs = view.epochs(attempts, options.promises.retention)
+        if len(epochs) == 1:
+            yield from _charged_behind_an_error(view, shown, identity, attempts, options)
+        for epoch in epochs:
             successes = [a for a in epoch if a.ok]
             if not successes:
                 continue
@@ -105,6 +110,27 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
                         f"does not hold (it holds {', '.join(effects.ids) or 'nothing'})",
                         view.evidence(successes, effects.index),
                     )
+
+
+def _charged_behind_an_error(view: View, shown: str, identity: Identity,
+                             attempts: list[Attempt], options: CheckOptions) -> Iterator[Finding]:
+    """A key whose final answer was an error (a stored 5xx, a 4xx) must have charged nothing:
+    the client was told the charge failed and will never look for it."""
+    answered = [a.completion for a in attempts if a.completion and a.status is not None]
+    if not answered or any(a.ok for a in attempts):
+        return
+    last = answered[-1]
+    refused = last.status in (options.promises.mismatch_status, DRAFT_MISSING_KEY)
+    if refused or not is_final(last, options.promises):
+        return
+    effects = _effects(view, identity)
+    if effects.count:
+        yield Finding(
+            "P2", shown,
+            f"key {shown} ended with {last.status} but {effects.count} charge(s) exist: the "
+            f"client was told the charge failed and its outcome is lost ({_story(attempts, view)})",
+            view.evidence(attempts, effects.index),
+        )
 
 
 @prop("P3", "faithful replay of status, body and meaningful headers")
@@ -366,10 +392,12 @@ def tenant_isolation(view: View, options: CheckOptions) -> Iterator[Finding]:
 
 
 def _leak_sources(view: View, attempt: Attempt, others: list[Identity]) -> list[str]:
-    """The other tenants whose response ``attempt`` received: same body, or their charge."""
+    """The other tenants whose response ``attempt`` received: the same body naming a resource
+    (a generic body such as "already processed" proves nothing), or their charge."""
     sources = []
     for other in others:
-        same_body = any(attempt.digest == b.digest for b in view.by_identity[other] if b.ok)
+        same_body = attempt.resource is not None and any(
+            attempt.digest == b.digest for b in view.by_identity[other] if b.ok)
         seen = view.effects.get(other)
         their_charge = bool(attempt.resource and seen and seen.ids
                             and attempt.resource in seen.ids)
@@ -378,48 +406,102 @@ def _leak_sources(view: View, attempt: Attempt, others: list[Identity]) -> list[
     return sources
 
 
-@prop("P9", "crash safety: retries converge to one effect and the key is not stuck")
-def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding]:
-    promises = options.promises
+@dataclass(frozen=True, slots=True)
+class _Incident:
+    """A failure on the server's side: the process died, or its store failed for a while."""
+
+    what: str
+    start: Event
+    end: Event
+    affected: frozenset[Identity]
+
+
+def _incidents(view: View) -> list[_Incident]:
+    """Crashes affect the requests they cut off; a store fault every request it overlapped."""
+    incidents = []
     boundary = 0.0
     for crash in view.crashes:
-        affected = {
+        cut_off = frozenset(
             a.identity for a in view.attempts
             if a.invoke.time < crash.time and a.invoke.key is not None
             and (a.completion is None or (a.completion.type == "info"
                                           and a.completion.time >= boundary))
-        }
+        )
         boundary = crash.time
-        crash_target = view.target_time(crash)
-        for identity in sorted(affected, key=describe_identity):
-            attempts = view.by_identity[identity]
-            after = [a for a in attempts if a.invoke.time > crash.time]
-            shown = describe_identity(identity)
-            evidence = view.evidence(attempts, crash.index)
-            if promises.lease is not None:
-                stuck = [a for a in after if a.status == promises.in_progress_status
-                         and a.start > crash_target + promises.lease + LEASE_SLACK]
-                if stuck:
-                    late = stuck[-1].start - crash_target
-                    yield Finding("P9", shown,
-                                  f"key {shown} was still in progress {format_duration(late)} "
-                                  f"after the crash, past the promised lease of "
-                                  f"{format_duration(promises.lease)}: it is stuck for good",
-                                  evidence)
-                    continue
-            finals = [a for a in after if a.completion and is_final(a.completion, promises)]
-            if after and not finals:
-                yield Finding("P9", shown,
-                              f"after the crash, {len(after)} retries of key {shown} never got an "
-                              f"answer ({_story(after, view)})", evidence)
-                continue
-            if any(a.ok for a in attempts):
-                effects = _effects(view, identity)
-                if effects.count != 1:
-                    yield Finding("P9", shown,
-                                  f"after the crash, key {shown} ended with {effects.count} "
-                                  f"charges instead of exactly one ({_story(attempts, view)})",
-                                  view.evidence(attempts, crash.index, effects.index))
+        incidents.append(_Incident("the crash", crash, crash, cut_off))
+    for fault, heal in view.fault_windows:
+        if fault.value.get("where") != "store":
+            continue
+        end = heal or view.events[-1]
+        overlapped = frozenset(
+            a.identity for a in view.attempts
+            if a.invoke.key is not None and a.invoke.time <= end.time
+            and a.end_time >= fault.time
+        )
+        incidents.append(_Incident(f"the store fault ({fault.value.get('fault')})", fault, end,
+                                   overlapped))
+    return incidents
+
+
+@prop("P9", "crash safety: after a crash or a store outage, retries converge to one effect and "
+            "no key is stuck")
+def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding]:
+    for incident in _incidents(view):
+        if incident.start is not incident.end:
+            yield from _answers_during_outage(view, incident, options)
+        for identity in sorted(incident.affected, key=describe_identity):
+            yield from _converged(view, incident, identity, options)
+
+
+def _answers_during_outage(view: View, incident: _Incident,
+                           options: CheckOptions) -> Iterator[Finding]:
+    """While its store fails a server may only answer 2xx, a replay, 409 or 503: anything
+    else means it did not notice the failure, and may have half-written."""
+    allowed = {options.promises.in_progress_status, 503, 429}
+    for attempt in view.attempts:
+        status = attempt.status
+        during = (attempt.invoke.time <= incident.end.time
+                  and attempt.end_time >= incident.start.time)
+        if during and status is not None and status >= 500 and status not in allowed:
+            shown = describe_identity(attempt.identity)
+            yield Finding("P9", shown,
+                          f"during {incident.what} key {shown} got {status}; a server that loses "
+                          "its store must answer 503 (or 409, or the stored response)",
+                          view.evidence([attempt], incident.start.index, incident.end.index))
+
+
+def _converged(view: View, incident: _Incident, identity: Identity,
+               options: CheckOptions) -> Iterator[Finding]:
+    promises = options.promises
+    attempts = view.by_identity[identity]
+    after = [a for a in attempts if a.invoke.time > incident.end.time]
+    shown = describe_identity(identity)
+    evidence = view.evidence(attempts, incident.start.index, incident.end.index)
+    healed_at = view.target_time(incident.end)
+    if promises.lease is not None:
+        stuck = [a for a in after if a.status == promises.in_progress_status
+                 and a.start > healed_at + promises.lease + LEASE_SLACK]
+        if stuck:
+            late = stuck[-1].start - healed_at
+            yield Finding("P9", shown,
+                          f"key {shown} was still in progress {format_duration(late)} after "
+                          f"{incident.what}, past the promised lease of "
+                          f"{format_duration(promises.lease)}: it is stuck for good", evidence)
+            return
+    finals = [a for a in after if a.completion and is_final(a.completion, promises)]
+    if after and not finals:
+        yield Finding("P9", shown,
+                      f"after {incident.what}, {len(after)} retries of key {shown} never got an "
+                      f"answer ({_story(after, view)})", evidence)
+        return
+    if any(a.ok for a in attempts):
+        effects = _effects(view, identity)
+        if effects.count != 1:
+            yield Finding("P9", shown,
+                          f"after {incident.what}, key {shown} ended with {effects.count} "
+                          f"charges instead of exactly one ({_story(attempts, view)})",
+                          view.evidence(attempts, incident.start.index, incident.end.index,
+                                        effects.index))
 
 
 @prop("P10", "bad input gets a 4xx, causes no effect, and the server keeps serving")

@@ -117,6 +117,21 @@ class ScenarioContext:
                                              rng=self.rng, first_attempt=first_attempt,
                                              instance=instance)
 
+    def converge(self, request: Request, *, first_attempt: int = 2, process: str = "c0",
+                 instance: int = 0) -> list[Event]:
+        """Retry until a final answer, as after a crash or an outage: when the key is still
+        claimed by a request that died, let the promised lease run out on the target's clock
+        (when it has a clock hook) instead of waiting for it."""
+        first = self.send(request, process=process, attempt=first_attempt, instance=instance)
+        if self.is_final(first):
+            return [first]
+        lease = self.target.promises.lease
+        claimed = first.status == self.target.promises.in_progress_status
+        if claimed and lease is not None and self.target.hooks.clock is not None:
+            self.advance_clock(lease + 1)
+        return [first, *self.retry_until_answer(request, first_attempt=first_attempt + 1,
+                                                process=process, instance=instance)]
+
     def send_through(self, fault: Fault | str, request: Request, *, process: str = "c0",
                      attempt: int = 1, instance: int = 0) -> Event:
         """Send one request with ``fault`` active around it, on its own connection."""
@@ -126,8 +141,9 @@ class ScenarioContext:
                              timeout=self.target.client.fault_timeout)
 
     def concurrently(self, requests: Sequence[Request], *, instances: Sequence[int] = (0,),
-                     attempt: int = 1) -> list[Event]:
-        """Release all requests at once (a barrier, not sleeps); spread them over instances."""
+                     attempt: int = 1, timeout: float | None = None) -> list[Event]:
+        """Release all requests at once (a barrier, not sleeps); spread them over instances.
+        ``timeout`` is each request's (a shorter one while a network fault acts)."""
         barrier = threading.Barrier(len(requests))
         results: list[Event | None] = [None] * len(requests)
         errors: list[BaseException] = []
@@ -136,7 +152,7 @@ class ScenarioContext:
             try:
                 barrier.wait(timeout=30)
                 results[position] = self.send(
-                    request, process=f"c{position}", attempt=attempt,
+                    request, process=f"c{position}", attempt=attempt, timeout=timeout,
                     instance=instances[position % len(instances)],
                 )
             except BaseException as exc:  # surfaced below, in the scenario's thread

@@ -27,6 +27,7 @@ __all__ = [
     "Promises",
     "RecorderEffects",
     "SqlEffects",
+    "StoreProxy",
     "Target",
     "load_target",
     "parse_target",

@@ -11,12 +11,15 @@ from scenarios import (
     bounded_storage,
     concurrent_retries,
     crash_mid_request,
+    handler_error,
     in_flight_retry,
     key_reuse,
     late_retry,
     missing_key,
+    store_outage,
     tenant_collision,
     timeout_after_commit,
+    zombie_original,
 )
 
 __all__ = ["CATALOG", "get_scenario", "scenario_names"]
@@ -32,6 +35,9 @@ CATALOG: dict[str, Scenario] = {
         tenant_collision,
         bad_input,
         crash_mid_request,
+        zombie_original,
+        handler_error,
+        store_outage,
         late_retry,
         bounded_storage,
     )

@@ -13,17 +13,10 @@ def run(ctx: ScenarioContext) -> None:
     hook = ctx.target.hooks.crash
     assert hook is not None  # guaranteed by needs
     points = [p for p in POINTS if p in hook.points] if hook.header else ["in-flight"]
-    lease = ctx.target.promises.lease
     for point in points:
         request = ctx.request(ctx.new_key(), label=f"crash:{point}")
         ctx.crash_during(request, point)
-        retry = replace(request, label="retry")
-        first = ctx.send(retry, attempt=2)
-        still_claimed = first.status == ctx.target.promises.in_progress_status
-        if still_claimed and lease and ctx.target.hooks.clock:
-            ctx.advance_clock(lease + 1)  # let the dead request's lease run out
-        if not ctx.is_final(first):
-            ctx.retry_until_answer(retry, first_attempt=3)
+        ctx.converge(replace(request, label="retry"))
 
 
 SCENARIO = Scenario(
@@ -43,9 +36,8 @@ SCENARIO = Scenario(
     plan=(
         "for each crash point the target offers (after the claim, after the work, before the "
         "response): send a charge that makes the target die there, then restart it",
-        "retry with the same key; if the key is still in progress, advance the target's clock "
-        "past the promised lease (when it has a clock hook)",
-        "retry until a final answer",
+        "retry with the same key until a final answer; while the key is still claimed by the "
+        "dead request, advance the target's clock past the promised lease (with a clock hook)",
         "check: exactly one charge per key, and no key in progress past the lease",
     ),
     run=run,

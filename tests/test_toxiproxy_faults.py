@@ -114,9 +114,11 @@ def test_latency_adds_at_least_the_configured_delay(proxy: ToxiproxyProxy) -> No
 def test_removing_the_toxic_restores_service(
     proxy: ToxiproxyProxy, upstream: CountingServer
 ) -> None:
-    with proxy.toxic(Toxic("timeout", "downstream", {"timeout": 0})):
-        with pytest.raises(httpx.ReadTimeout):
-            post(proxy, timeout=0.5)
+    with (
+        proxy.toxic(Toxic("timeout", "downstream", {"timeout": 0})),
+        pytest.raises(httpx.ReadTimeout),
+    ):
+        post(proxy, timeout=0.5)
     assert proxy.toxics() == []
     assert post(proxy).json() == {"count": 2}
 
@@ -133,9 +135,8 @@ def test_a_toxic_can_be_updated_in_place(proxy: ToxiproxyProxy) -> None:
 def test_disabled_proxy_refuses_connections(
     proxy: ToxiproxyProxy, upstream: CountingServer
 ) -> None:
-    with proxy.down():
-        with pytest.raises(httpx.ConnectError):
-            post(proxy)
+    with proxy.down(), pytest.raises(httpx.ConnectError):
+        post(proxy)
     assert upstream.count == 0
     assert post(proxy).status_code == 201
 

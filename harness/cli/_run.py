@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -12,7 +13,7 @@ from harness._errors import UsageError
 from harness._findings import merge_verdicts
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
 from harness._runner import RunConfig, judge, run_scenarios
-from harness._target import Target, load_target
+from harness._target import StoreProxy, Target, load_target
 from harness.cli._common import DURATION, F, default_report_dir, translate_errors
 from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
 
@@ -20,9 +21,22 @@ __all__ = ["check", "reference_target", "run", "target_options"]
 
 
 def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
-    """The built-in reference target file, with the flags ``--reference`` passes on."""
+    """The built-in reference target file, with the flags ``--reference`` passes on.
+
+    A PostgreSQL store is reached through a Toxiproxy proxy of the harness's ([store_proxy]),
+    so store scenarios can fault the connection between the server and its database.
+    """
     target = load_target("reference")
     args: list[str] = []
+    if store and store.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(store)
+        if not parts.hostname:
+            raise UsageError(f"--store {store} names no host; write "
+                             "postgresql://USER@127.0.0.1:5432/DB")
+        upstream = f"{parts.hostname}:{parts.port or 5432}"
+        target = target.model_copy(update={"store_proxy": StoreProxy(upstream=upstream)})
+        credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        store = urlunsplit(parts._replace(netloc=credentials + "{store_proxy}"))
     if store:
         args += ["--store", store]
     if flaw:
