@@ -368,3 +368,52 @@ def test_a_crashing_property_yields_unknown_not_a_guess() -> None:
     result = story.check("P1", promises=broken)
     assert result.results["P1"].verdict == "unknown"
     assert "crashed" in (result.results["P1"].reason or "")
+
+
+# ---- rules that span properties ---------------------------------------------------------
+
+
+def test_p2_fails_when_a_stored_error_hides_a_charge() -> None:
+    story = Story()
+    story.attempt("k1", 500)
+    story.attempt("k1", 500, attempt=2, headers=replayed())
+    story.effects("k1", 1, ids=["ch_1"])
+    store = REFERENCE_PROMISES.model_copy(update={"errors": "store"})
+    assert "client was told the charge failed" in only_finding(story, "P2", promises=store)
+
+
+def test_p2_holds_when_a_stored_error_charged_nothing() -> None:
+    story = Story()
+    story.attempt("k1", 500)
+    story.attempt("k1", 500, attempt=2, headers=replayed())
+    story.effects("k1", 0, ids=[])
+    store = REFERENCE_PROMISES.model_copy(update={"errors": "store"})
+    assert verdict(story, "P2", promises=store) == "pass"
+
+
+def store_outage(story: Story, *, during: int, after: int, count: int) -> None:
+    story.history.record("info", "fault", "nemesis",
+                         value={"fault": "store-reset", "where": "store"})
+    story.attempt("k1", during)
+    story.history.record("info", "heal", "nemesis",
+                         value={"fault": "store-reset", "where": "store"})
+    story.attempt("k1", after, attempt=2, resource="ch_1")
+    story.effects("k1", count, ids=["ch_1"][:count])
+
+
+def test_p9_holds_when_an_outage_gives_503_then_one_charge() -> None:
+    story = Story()
+    store_outage(story, during=503, after=201, count=1)
+    assert verdict(story, "P9") == "pass"
+
+
+def test_p9_fails_when_an_outage_gives_a_500() -> None:
+    story = Story()
+    store_outage(story, during=500, after=201, count=1)
+    assert "must answer 503" in only_finding(story, "P9")
+
+
+def test_p9_fails_when_an_outage_leaves_two_charges() -> None:
+    story = Story()
+    store_outage(story, during=503, after=201, count=2)
+    assert "2 charges instead of exactly one" in only_finding(story, "P9")
