@@ -1,0 +1,414 @@
+"""The idempotency layer: one pure ASGI class at the outermost boundary of the service.
+
+For a POST or PATCH it reads the key and the body, claims the key, and either answers from the
+store (replay, 409, 422) or runs the handler with a ``PendingWork`` ledger, holding its whole
+response, and commits the work and the response in one fenced transaction before sending it.
+Another method sent with a key gets 422 if that key already holds a request (reusing a key
+with another method is reuse), and otherwise passes through unclaimed; the rest passes through
+untouched.  Per-request state lives in ``_Exchange``, built
+for each call (Starlette's GZip responder pattern); the middleware itself holds only options.
+
+Order of checks, each answered before anything is stored: tenant (401), key (400), test
+headers (400), body size (413), JSON (400); then the claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+from reference_server._behaviour import CORRECT, Behaviour
+from reference_server._bodies import BodyTooLarge, ClientGone, read_body, replaying
+from reference_server._claims import (
+    ClaimOutcome,
+    ClaimRequest,
+    InProgress,
+    Replay,
+    Reuse,
+    Verdict,
+    check_then_claim,
+    check_without_claim,
+    claim_atomically,
+    judge,
+)
+from reference_server._clock import ServerClock
+from reference_server._faults import (
+    FaultPoint,
+    FaultRequest,
+    InvalidTestHeaders,
+    crash,
+    requested_faults,
+)
+from reference_server._fingerprint import InvalidJson, canonical_json, fingerprint
+from reference_server._keys import KEY_HEADER, InvalidKey, parse_key
+from reference_server._ledger import DirectLedger, PendingWork, with_ledger
+from reference_server._model import StoredResponse
+from reference_server._responses import (
+    CapturedResponse,
+    capture,
+    error_response,
+    send_captured,
+    send_error,
+    send_stored,
+)
+from reference_server._tenants import ANONYMOUS, InvalidAuthorization, tenant_of
+from reference_server._types import ASGIApp, Message, Receive, Scope, Send
+from reference_server.stores import Commit, Store, StoreUnavailable
+
+__all__ = ["ErrorPolicy", "IdempotencyMiddleware", "InProgressPolicy", "Mode"]
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["strict", "lax"]
+InProgressPolicy = Literal["conflict", "wait"]
+ErrorPolicy = Literal["release", "store"]
+
+# What the ``key-only`` flaw remembers instead of the response.
+_ALREADY_PROCESSED = StoredResponse(
+    200, (("content-type", "application/json"),), b'{"status":"already_processed"}'
+)
+_RETRY_AFTER = 1
+
+
+class IdempotencyMiddleware:
+    """Idempotency keys for ``app``: claim, run once, store, replay.
+
+    ``mode`` strict answers 400 to a request without a key, lax runs it unprotected.
+    ``in_progress`` conflict answers 409 while another request holds the key; wait polls for
+    its outcome up to ``wait_timeout`` seconds, with at most ``max_waiters`` requests waiting.
+    ``errors`` release rolls back a raising handler's work and frees the key; store keeps its
+    500 as the key's outcome.  ``behaviour`` carries the switches a named flaw flips.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        store: Store,
+        *,
+        clock: ServerClock,
+        mode: Mode = "strict",
+        retention: float = 86400.0,
+        lease: float = 30.0,
+        in_progress: InProgressPolicy = "conflict",
+        wait_timeout: float = 5.0,
+        max_waiters: int = 64,
+        errors: ErrorPolicy = "release",
+        test_faults: bool = False,
+        behaviour: Behaviour = CORRECT,
+        methods: frozenset[str] = frozenset({"POST", "PATCH"}),
+    ) -> None:
+        if mode not in ("strict", "lax"):
+            raise ValueError(f"mode must be strict or lax, not {mode!r}")
+        if in_progress not in ("conflict", "wait"):
+            raise ValueError(f"in_progress must be conflict or wait, not {in_progress!r}")
+        if errors not in ("release", "store"):
+            raise ValueError(f"errors must be release or store, not {errors!r}")
+        if min(retention, lease, wait_timeout) <= 0 or max_waiters < 0:
+            raise ValueError("retention, lease and wait_timeout must be positive, "
+                             "max_waiters not negative")
+        self.app = app
+        self.store = store
+        self.clock = clock
+        self.mode = mode
+        self.retention = timedelta(seconds=behaviour.retention(retention))
+        self.lease = timedelta(seconds=lease)
+        self.in_progress = in_progress
+        self.wait_timeout = wait_timeout
+        self.errors = errors
+        self.test_faults = test_faults
+        self.behaviour = behaviour
+        self.methods = methods
+        self.waiting_room = _WaitingRoom(max_waiters)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+        elif scope["method"] in self.methods:
+            await _Exchange(self, scope, receive, send).run()
+        elif any(name == KEY_HEADER for name, _ in scope["headers"]):
+            await _Exchange(self, scope, receive, send).check_reuse()
+        else:
+            await self.app(scope, receive, send)
+
+
+class _WaitingRoom:
+    """Counts the requests waiting for another's outcome, so waiters cannot exhaust the server."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.occupied = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyedRequest:
+    tenant: str  # the tenant the key belongs to (all one tenant under ``no-tenant-scope``)
+    key: str  # the key as stored (a made-up one under ``server-generated-key``)
+    client_key: str  # the key as the client sent it: origin metadata for the ledger
+    fingerprint: str
+    faults: FaultRequest
+
+
+class _Exchange:
+    """One governed request, from its headers to its one response."""
+
+    def __init__(
+        self, layer: IdempotencyMiddleware, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        self.layer = layer
+        self.scope = scope
+        self.receive = receive
+        self._downstream = send
+        self.responded = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.responded = True
+        await self._downstream(message)
+
+    async def run(self) -> None:
+        """A method the layer claims keys for: the whole protocol."""
+        await self._answering_failures(self._run)
+
+    async def check_reuse(self) -> None:
+        """Another method (GET, PUT, DELETE...) sent with a key: 422 if the key holds a
+        request, which is necessarily a different one (P4); otherwise the request passes."""
+        await self._answering_failures(self._check_reuse)
+
+    async def _answering_failures(self, step: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await step()
+        except ClientGone:
+            logger.info("the client left before sending its body")
+        except StoreUnavailable as exc:
+            logger.warning("store unavailable: %s", exc)
+            if not self.responded:
+                await send_error(self.send, 503, "store_unavailable", retry_after=_RETRY_AFTER)
+
+    async def _run(self) -> None:
+        layer, headers = self.layer, self.scope["headers"]
+        try:
+            tenant = tenant_of(headers)
+        except InvalidAuthorization as exc:
+            return await send_error(self.send, 401, "invalid_authorization", str(exc))
+        key_values = [value for name, value in headers if name == KEY_HEADER]
+        client_key: str | None = None
+        if key_values:
+            try:
+                client_key = parse_key(key_values)
+            except InvalidKey as exc:
+                return await send_error(self.send, 400, "idempotency_key_invalid", str(exc))
+        elif layer.mode == "strict":
+            return await send_error(self.send, 400, "idempotency_key_missing")
+        faults = FaultRequest()
+        if layer.test_faults:
+            try:
+                faults = requested_faults(self.scope)
+            except InvalidTestHeaders as exc:
+                return await send_error(self.send, 400, "invalid_test_headers", str(exc))
+        try:
+            body = await read_body(self.scope, self.receive)
+        except BodyTooLarge:
+            return await send_error(self.send, 413, "body_too_large")
+        try:
+            canonical = canonical_json(body)
+        except InvalidJson as exc:
+            return await send_error(self.send, 400, "invalid_json", str(exc))
+        receive = replaying(body, self.receive)
+        if client_key is None:
+            return await self._run_unkeyed(receive)
+        await self._run_keyed(self._keyed(tenant, client_key, canonical, faults), receive)
+
+    async def _check_reuse(self) -> None:
+        headers = self.scope["headers"]
+        try:
+            tenant = tenant_of(headers)
+            client_key = parse_key([value for name, value in headers if name == KEY_HEADER])
+        except InvalidAuthorization as exc:
+            return await send_error(self.send, 401, "invalid_authorization", str(exc))
+        except InvalidKey as exc:
+            return await send_error(self.send, 400, "idempotency_key_invalid", str(exc))
+        request = self._keyed(tenant, client_key, b"", FaultRequest())
+        record = await self.layer.store.lookup(request.tenant, request.key)
+        if judge(record, await self._claim_request(request)) is Verdict.REUSE:
+            return await send_error(self.send, 422, "idempotency_key_reuse",
+                                    "this key was used for a different request")
+        await self.layer.app(self.scope, self.receive, self.send)
+
+    def _keyed(
+        self, tenant: str, client_key: str, canonical: bytes, faults: FaultRequest
+    ) -> _KeyedRequest:
+        """The request as the key table sees it, the flaws' switches applied."""
+        behaviour = self.layer.behaviour
+        return _KeyedRequest(
+            tenant=tenant if behaviour.tenant_scope else ANONYMOUS,
+            key=client_key if behaviour.client_key else f"srv_{uuid.uuid4().hex}",
+            client_key=client_key,
+            fingerprint=fingerprint(
+                self.scope["method"], self.scope["path"],
+                canonical if behaviour.hash_body else b"",
+            ),
+            faults=faults,
+        )
+
+    async def _run_unkeyed(self, receive: Receive) -> None:
+        """Lax mode without a key: the handler runs unprotected, its charges written at once."""
+        scope = with_ledger(self.scope, DirectLedger(self.layer.store))
+        try:
+            response = await capture(self.layer.app, scope, receive)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            logger.exception("the handler failed on a request without a key")
+            response = error_response(500, "internal")
+        await send_captured(self.send, response)
+
+    # -- claiming -------------------------------------------------------------------------
+
+    async def _claim_request(self, request: _KeyedRequest) -> ClaimRequest:
+        layer = self.layer
+        return ClaimRequest(
+            tenant=request.tenant,
+            key=request.key,
+            fingerprint=request.fingerprint,
+            now=await layer.clock.now(),
+            lease=layer.lease,
+            retention=layer.retention,
+            lease_recovery=layer.behaviour.lease_recovery,
+        )
+
+    async def _claim(self, request: _KeyedRequest) -> ClaimOutcome | None:
+        """The claim outcome, or ``None`` for "run unclaimed" (``insert-after-work``)."""
+        layer = self.layer
+        claim = await self._claim_request(request)
+        style = layer.behaviour.claim
+        if style == "atomic":
+            return await claim_atomically(layer.store, claim)
+        if style == "check-then-insert":
+            return await check_then_claim(layer.store, claim)
+        return await check_without_claim(layer.store, claim)
+
+    async def _wait(self, request: _KeyedRequest) -> ClaimOutcome | None:
+        """``--in-progress wait``: poll until the key settles, the wait times out or is full."""
+        room = self.layer.waiting_room
+        if room.occupied >= room.capacity:
+            return InProgress()
+        room.occupied += 1
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.layer.wait_timeout
+            pause = 0.01
+            while (remaining := deadline - loop.time()) > 0:
+                await asyncio.sleep(min(pause, remaining))
+                outcome = await self._claim(request)
+                if not isinstance(outcome, InProgress):
+                    return outcome
+                pause = min(pause * 2, 0.2)
+            return InProgress()
+        finally:
+            room.occupied -= 1
+
+    async def _run_keyed(self, request: _KeyedRequest, receive: Receive) -> None:
+        outcome = await self._claim(request)
+        if isinstance(outcome, InProgress) and self.layer.in_progress == "wait":
+            outcome = await self._wait(request)
+        if isinstance(outcome, Reuse):
+            await send_error(self.send, 422, "idempotency_key_reuse",
+                             "this key was used for a different request")
+        elif isinstance(outcome, InProgress):
+            await send_error(self.send, 409, "in_progress",
+                             "a request with this key is still running; retry later",
+                             retry_after=_RETRY_AFTER)
+        elif isinstance(outcome, Replay):
+            await send_stored(self.send, outcome.response)
+        else:
+            await self._execute(request, None if outcome is None else outcome.token, receive)
+
+    # -- running and committing -----------------------------------------------------------
+
+    async def _execute(self, request: _KeyedRequest, token: int | None, receive: Receive) -> None:
+        """Run the handler under the claim ``token`` and commit its outcome with the fence."""
+        layer = self.layer
+        if request.faults.fault is FaultPoint.CRASH_AFTER_CLAIM:
+            crash(FaultPoint.CRASH_AFTER_CLAIM)
+        work = PendingWork()
+        try:
+            response = await capture(layer.app, with_ledger(self.scope, work), receive)
+        except StoreUnavailable:
+            await self._release(request, token)
+            raise
+        except Exception:
+            logger.exception("the handler failed (key %r, --errors %s)", request.key,
+                             layer.errors)
+            if layer.errors == "release":
+                await self._release(request, token)
+                return await send_error(self.send, 500, "internal")
+            response, work = error_response(500, "internal"), PendingWork()
+        if not layer.behaviour.commit_before_ack:
+            await send_captured(self.send, response)
+        try:
+            committed = await self._commit(request, token, response, work)
+        except StoreUnavailable:
+            await self._release(request, token)
+            raise
+        if request.faults.fault is FaultPoint.CRASH_BEFORE_RESPONSE:
+            crash(FaultPoint.CRASH_BEFORE_RESPONSE)
+        if self.responded:
+            return
+        if committed:
+            await send_captured(self.send, response)
+        else:
+            await self._answer_fenced(request)
+
+    async def _commit(
+        self, request: _KeyedRequest, token: int | None, response: CapturedResponse,
+        work: PendingWork,
+    ) -> bool:
+        """Store the response and the work together; False if the fence no longer holds."""
+        layer, behaviour = self.layer, self.layer.behaviour
+        stored = response.stored() if behaviour.store_response else _ALREADY_PROCESSED
+        if token is None:  # insert-after-work: the key is written only now
+            token = await layer.store.claim_unchecked(await self._claim_request(request))
+        commit = Commit(
+            tenant=request.tenant,
+            key=request.key,
+            token=token if behaviour.fencing else None,
+            response=stored,
+            charges=work.charges,
+            client_key=request.client_key,
+        )
+        if not behaviour.single_commit:  # split-commit: the work first, on its own
+            await layer.store.record_charges(work.charges, request.client_key)
+            commit = Commit(commit.tenant, commit.key, commit.token, stored, (),
+                            request.client_key)
+        if request.faults.fault is FaultPoint.CRASH_AFTER_WORK:
+            crash(FaultPoint.CRASH_AFTER_WORK)
+        committed = await layer.store.commit(commit)
+        if not committed:
+            logger.warning("lost the fence on key %r: another claim took it over; the work "
+                           "is discarded", request.key)
+        return committed
+
+    async def _answer_fenced(self, request: _KeyedRequest) -> None:
+        """A late original: replay the winner's outcome if it is there, else 409."""
+        record = await self.layer.store.lookup(request.tenant, request.key)
+        if (record is not None and record.response is not None
+                and record.fingerprint == request.fingerprint):
+            return await send_stored(self.send, record.response)
+        await send_error(self.send, 409, "in_progress",
+                         "this request's claim on the key expired and another took it over",
+                         retry_after=_RETRY_AFTER)
+
+    async def _release(self, request: _KeyedRequest, token: int | None) -> None:
+        """Free the key for a retry; if the store cannot, the lease frees it later."""
+        if token is None:
+            return
+        try:
+            await self.layer.store.release(request.tenant, request.key, token)
+        except StoreUnavailable as exc:
+            logger.warning("could not release key %r (%s): it stays claimed until its lease "
+                           "runs out", request.key, exc)

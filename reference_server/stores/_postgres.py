@@ -1,0 +1,414 @@
+"""The PostgreSQL store: the seed's table with a tenant, a lease and a fencing token.
+
+Every operation is one statement in autocommit mode, so no transaction ever waits on the
+network between two statements holding a lock: the claim is one upsert, and the commit is one
+statement whose CTEs update the key (only under the claim's token) and insert the charges (only
+if the update took).  A connection lost during that statement leaves the outcome unknown to
+this process, and the next retry finds the key either complete or still under this claim.
+
+The connection may run through a Toxiproxy proxy the harness faults, so every operation has a
+deadline (``STORE_TIMEOUT``), connects time out, and the server side cancels slow statements;
+a failure of any kind becomes ``StoreUnavailable`` (a 503) and sweeps dead connections out of
+the pool so the store recovers as soon as the database answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from reference_server._claims import Claimed, ClaimRequest
+from reference_server._model import Charge, KeyRecord, KeyStats, StoredResponse
+from reference_server.stores._base import Commit, StoreKind, StoreUnavailable
+
+__all__ = ["STORE_TIMEOUT", "PostgresStore"]
+
+T = TypeVar("T")
+Connection = psycopg.AsyncConnection[Any]
+
+# The longest one store operation (waiting for a connection included) may take before the
+# request gets a 503.  Short, because a client that meets a database outage should hear so
+# quickly and retry, not hold a connection open.
+STORE_TIMEOUT = 2.0
+
+_SERVER_OPTIONS = (
+    "-c statement_timeout=1500 -c lock_timeout=1000 "
+    "-c idle_in_transaction_session_timeout=5000 -c TimeZone=UTC"
+)
+
+_SCHEMA = """
+CREATE SEQUENCE IF NOT EXISTS idempotency_claim_tokens;
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    tenant        text NOT NULL,
+    key           text NOT NULL,
+    request_hash  text NOT NULL,
+    token         bigint NOT NULL,             -- fencing token of the latest claim
+    status_code   int NOT NULL DEFAULT 0,      -- 0 while in progress, as in the seed
+    response      jsonb,                       -- {"headers", "body"}; NULL in progress
+    locked_until  timestamptz,                 -- lease end; NULL once complete
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_keys_created ON idempotency_keys (created_at);
+CREATE TABLE IF NOT EXISTS charges (
+    seq         bigserial PRIMARY KEY,
+    id          text NOT NULL UNIQUE,
+    tenant      text NOT NULL,
+    client_key  text,
+    amount      bigint NOT NULL,
+    currency    text NOT NULL,
+    customer    text,
+    created_at  timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS charges_origin ON charges (tenant, client_key);
+CREATE TABLE IF NOT EXISTS server_clock (
+    id              int PRIMARY KEY CHECK (id = 1),
+    offset_seconds  double precision NOT NULL
+);
+INSERT INTO server_clock VALUES (1, 0) ON CONFLICT DO NOTHING;
+"""
+
+_KEY_COLUMNS = "request_hash, token, status_code, response, locked_until, created_at"
+
+_NEW_ROW = """
+    INSERT INTO idempotency_keys AS k
+        (tenant, key, request_hash, token, status_code, response, locked_until, created_at)
+    VALUES (%(tenant)s, %(key)s, %(hash)s, nextval('idempotency_claim_tokens'), 0, NULL,
+            %(lease_until)s, %(now)s)
+"""
+
+# Claim, take over an expired lease, or replace a row past retention, in one statement.  The
+# WHERE of DO UPDATE is ``judge``'s NEW and TAKE_OVER verdicts; when it does not hold, the row
+# comes back for the caller to judge.  (The second SELECT sees the statement's snapshot, so a
+# row committed by a concurrent claim a moment ago can be missing: the caller then retries.)
+_CLAIM = f"""
+WITH claimed AS (
+    {_NEW_ROW}
+    ON CONFLICT (tenant, key) DO UPDATE SET
+        request_hash = excluded.request_hash,
+        token = excluded.token,
+        status_code = 0,
+        response = NULL,
+        locked_until = excluded.locked_until,
+        created_at = CASE WHEN k.created_at <= %(expired_before)s
+                          THEN excluded.created_at ELSE k.created_at END
+    WHERE k.created_at <= %(expired_before)s
+       OR (%(lease_recovery)s AND k.status_code = 0 AND k.locked_until <= %(now)s
+           AND k.request_hash = excluded.request_hash)
+    RETURNING k.token
+)
+SELECT true, NULL::text, token, 0, NULL::jsonb, NULL::timestamptz, NULL::timestamptz
+FROM claimed
+UNION ALL
+SELECT false, {_KEY_COLUMNS} FROM idempotency_keys
+WHERE tenant = %(tenant)s AND key = %(key)s AND NOT EXISTS (SELECT 1 FROM claimed)
+"""
+
+_CLAIM_UNCHECKED = f"""
+WITH inserted AS ({_NEW_ROW} ON CONFLICT (tenant, key) DO NOTHING RETURNING token)
+SELECT token FROM inserted
+UNION ALL
+SELECT token FROM idempotency_keys
+WHERE tenant = %(tenant)s AND key = %(key)s AND NOT EXISTS (SELECT 1 FROM inserted)
+"""
+
+_CHARGES_FROM_JSON = """
+    INSERT INTO charges (id, tenant, client_key, amount, currency, customer, created_at)
+    SELECT c.id, c.tenant, %(client_key)s::text, c.amount, c.currency, c.customer, c.created_at
+    FROM {source} jsonb_to_recordset(%(charges)s::jsonb) AS c(
+        id text, tenant text, amount bigint, currency text, customer text, created_at timestamptz)
+"""
+
+# The fenced commit: the response is stored only under the claim's token, and the charges are
+# inserted only if that update took; one statement, so one transaction.
+_COMMIT = f"""
+WITH done AS (
+    UPDATE idempotency_keys
+    SET status_code = %(status)s, response = %(response)s::jsonb, locked_until = NULL
+    WHERE tenant = %(tenant)s AND key = %(key)s
+      AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
+    RETURNING 1
+), added AS (
+    {_CHARGES_FROM_JSON.format(source="done CROSS JOIN")}
+    RETURNING 1
+)
+SELECT count(*) FROM done
+"""
+
+_CHARGE_COLUMNS = "id, tenant, amount, currency, customer, created_at"
+
+
+def _charges_json(charges: Sequence[Charge]) -> str:
+    return json.dumps([
+        {"id": c.id, "tenant": c.tenant, "amount": c.amount, "currency": c.currency,
+         "customer": c.customer, "created_at": c.created_at.isoformat()}
+        for c in charges
+    ])
+
+
+def _describe(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(an unparsable DSN)"
+    params.pop("password", None)
+    return " ".join(f"{name}={value}" for name, value in params.items() if value is not None)
+
+
+def _cut(conn: Connection) -> None:
+    """Shut the connection's socket down, so the statement waiting on it fails now.
+
+    A shutdown through a duplicate descriptor, never a close: the descriptor stays psycopg's
+    (closing it under psycopg could hand its number to another connection).
+    """
+    with contextlib.suppress(OSError):
+        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+def _record(row: Sequence[Any]) -> KeyRecord:
+    fingerprint, token, status, response, locked_until, created_at = row
+    return KeyRecord(
+        fingerprint=fingerprint,
+        token=int(token),
+        response=None if response is None else StoredResponse.from_document(status, response),
+        locked_until=locked_until,
+        created_at=created_at,
+    )
+
+
+class PostgresStore:
+    """A store in the PostgreSQL database at ``dsn`` (its schema created when absent)."""
+
+    def __init__(self, dsn: str, *, max_connections: int = 16) -> None:
+        self._dsn = dsn
+        self._pool = AsyncConnectionPool(
+            dsn,
+            min_size=2,
+            max_size=max_connections,
+            open=False,
+            timeout=STORE_TIMEOUT,
+            reconnect_timeout=1.0,
+            name="reference-server",
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": 2,
+                "application_name": "reference-server",
+                "options": _SERVER_OPTIONS,
+            },
+        )
+        self._sweep: asyncio.Task[None] | None = None
+
+    @property
+    def kind(self) -> StoreKind:
+        return "postgresql"
+
+    async def open(self) -> None:
+        """Create the schema over one direct connection (failing fast, with the driver's own
+        reason, when the database is not there), then fill the pool."""
+        where = _describe(self._dsn)
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self._dsn, connect_timeout=5, autocommit=True
+            ) as conn, conn.transaction():
+                # Two servers starting at once would race on CREATE ... IF NOT EXISTS.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('reference_server schema'))"
+                )
+                await conn.execute(_SCHEMA)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL at {where}: {exc}") from exc
+        try:
+            await self._pool.open(wait=True, timeout=10)
+        except PoolTimeout as exc:
+            raise StoreUnavailable(f"PostgreSQL at {where}: no pool in 10 s ({exc})") from exc
+
+    async def close(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+        await self._pool.close(timeout=2)
+
+    async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run ``operation`` on a pooled connection, answering within ``STORE_TIMEOUT``.
+
+        The deadline is enforced by cutting the connection (a socket shutdown), not by
+        cancelling the coroutine: on cancellation psycopg asks the server to cancel the query
+        and waits up to ten seconds for it, which a request must not sit through, whereas a
+        cut connection fails the statement at once.  Whatever the statement did on the server
+        meanwhile, the fencing token and the conditional release keep the key consistent.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STORE_TIMEOUT
+        try:
+            async with self._pool.connection(timeout=STORE_TIMEOUT) as conn:
+                watchdog = loop.call_at(deadline, _cut, conn)
+                try:
+                    return await operation(conn)
+                finally:
+                    watchdog.cancel()
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            self._sweep_dead_connections()
+            late = loop.time() >= deadline
+            reason = (f"no answer within {STORE_TIMEOUT} s" if late
+                      else f"{type(exc).__name__}: {exc}")
+            raise StoreUnavailable(f"PostgreSQL: {reason}") from exc
+
+    def _sweep_dead_connections(self) -> None:
+        """Replace the idle connections, in the background: after a reset they are all dead,
+        and each would otherwise fail one more request.
+
+        ``drain`` rather than ``check``: checking runs a query on each connection with no
+        deadline, which hangs on a network that swallows replies and keeps the connections it
+        took out of the pool; draining only closes them and connects anew.
+        """
+        if self._sweep is None or self._sweep.done():
+            self._sweep = asyncio.create_task(self._pool.drain())
+
+    async def _fetchone(self, sql: str, params: Any = None) -> tuple[Any, ...] | None:
+        async def fetch(conn: Connection) -> tuple[Any, ...] | None:
+            return await (await conn.execute(sql, params)).fetchone()
+
+        return await self._run(fetch)
+
+    async def _fetchall(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        async def fetch(conn: Connection) -> list[tuple[Any, ...]]:
+            return await (await conn.execute(sql, params)).fetchall()
+
+        return await self._run(fetch)
+
+    async def _execute(self, sql: str, params: Any = None) -> int:
+        """Run a statement that returns no rows; the number of rows it changed."""
+        async def execute(conn: Connection) -> int:
+            return (await conn.execute(sql, params)).rowcount
+
+        return await self._run(execute)
+
+    # -- claims ---------------------------------------------------------------------------
+
+    def _claim_params(self, request: ClaimRequest) -> dict[str, Any]:
+        return {
+            "tenant": request.tenant,
+            "key": request.key,
+            "hash": request.fingerprint,
+            "now": request.now,
+            "lease_until": request.lease_until,
+            "expired_before": request.expired_before,
+            "lease_recovery": request.lease_recovery,
+        }
+
+    async def claim(self, request: ClaimRequest) -> Claimed | KeyRecord | None:
+        row = await self._fetchone(_CLAIM, self._claim_params(request))
+        if row is None:
+            return None
+        if row[0]:
+            return Claimed(int(row[2]))
+        return _record(row[1:])
+
+    async def lookup(self, tenant: str, key: str) -> KeyRecord | None:
+        row = await self._fetchone(
+            f"SELECT {_KEY_COLUMNS} FROM idempotency_keys WHERE tenant = %s AND key = %s",
+            (tenant, key),
+        )
+        return None if row is None else _record(row)
+
+    async def claim_unchecked(self, request: ClaimRequest) -> int:
+        row = await self._fetchone(_CLAIM_UNCHECKED, self._claim_params(request))
+        if row is None:  # inserted by a concurrent statement after this one's snapshot
+            row = await self._fetchone(
+                "SELECT token FROM idempotency_keys WHERE tenant = %s AND key = %s",
+                (request.tenant, request.key),
+            )
+        if row is None:
+            raise StoreUnavailable("the key vanished while it was being claimed")
+        return int(row[0])
+
+    async def commit(self, commit: Commit) -> bool:
+        row = await self._fetchone(_COMMIT, {
+            "status": commit.response.status,
+            "response": commit.response.to_document(),
+            "tenant": commit.tenant,
+            "key": commit.key,
+            "token": commit.token,
+            "client_key": commit.client_key,
+            "charges": _charges_json(commit.charges),
+        })
+        return row is not None and row[0] == 1
+
+    async def release(self, tenant: str, key: str, token: int) -> None:
+        await self._execute(
+            "DELETE FROM idempotency_keys "
+            "WHERE tenant = %s AND key = %s AND token = %s AND status_code = 0",
+            (tenant, key, token),
+        )
+
+    # -- the ledger -----------------------------------------------------------------------
+
+    async def record_charges(self, charges: Sequence[Charge], client_key: str | None) -> None:
+        await self._execute(
+            _CHARGES_FROM_JSON.format(source=""),
+            {"client_key": client_key, "charges": _charges_json(charges)},
+        )
+
+    async def get_charge(self, tenant: str, charge_id: str) -> Charge | None:
+        row = await self._fetchone(
+            f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE id = %s AND tenant = %s",
+            (charge_id, tenant),
+        )
+        return None if row is None else Charge(*row)
+
+    async def effects(self, tenant: str, client_key: str | None) -> list[str]:
+        match = "client_key IS NULL" if client_key is None else "client_key = %(key)s"
+        rows = await self._fetchall(
+            f"SELECT id FROM charges WHERE tenant = %(tenant)s AND {match} ORDER BY seq",
+            {"tenant": tenant, "key": client_key},
+        )
+        return [str(row[0]) for row in rows]
+
+    async def effects_total(self) -> int:
+        row = await self._fetchone("SELECT count(*) FROM charges")
+        assert row is not None
+        return int(row[0])
+
+    # -- retention and the test clock -----------------------------------------------------
+
+    async def key_stats(self) -> KeyStats:
+        row = await self._fetchone(
+            "SELECT count(*), count(*) FILTER (WHERE status_code = 0), min(created_at) "
+            "FROM idempotency_keys"
+        )
+        assert row is not None
+        return KeyStats(int(row[0]), int(row[1]), row[2])
+
+    async def delete_expired(self, expired_before: datetime, now: datetime) -> int:
+        return await self._execute(
+            "DELETE FROM idempotency_keys WHERE created_at <= %s "
+            "AND (status_code <> 0 OR locked_until <= %s)",
+            (expired_before, now),
+        )
+
+    async def clock_offset(self) -> float:
+        row = await self._fetchone("SELECT offset_seconds FROM server_clock WHERE id = 1")
+        assert row is not None
+        return float(row[0])
+
+    async def advance_clock(self, seconds: float) -> float:
+        row = await self._fetchone(
+            "UPDATE server_clock SET offset_seconds = offset_seconds + %s WHERE id = 1 "
+            "RETURNING offset_seconds",
+            (seconds,),
+        )
+        assert row is not None
+        return float(row[0])

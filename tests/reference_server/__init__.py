@@ -1,0 +1,1 @@
+"""The reference server's own suite: its protocol, faults and flaws, against live processes."""
