@@ -170,9 +170,9 @@ class View:
     def _fault_windows(self) -> list[tuple[Event, Event | None]]:
         """Each injected fault with the heal that ended it (None: still active at the end)."""
         windows: list[tuple[Event, Event | None]] = []
-        open_faults: dict[str, int] = {}
+        open_faults: dict[tuple[str, object], int] = {}
         for event in self.events:
-            name = str(event.value.get("fault"))
+            name = (str(event.value.get("fault")), event.value.get("instance"))
             if event.f == "fault":
                 open_faults[name] = len(windows)
                 windows.append((event, None))

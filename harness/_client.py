@@ -116,10 +116,10 @@ def is_final(event: Event, promises: Promises) -> bool:
 class RetryPolicy:
     """How a well-behaved client retries one operation: same key, backoff, a bounded budget."""
 
-    max_attempts: int = 12
+    max_attempts: int = 10
     base_delay: float = 0.05
-    max_delay: float = 1.0
-    deadline: float = 30.0
+    max_delay: float = 0.5
+    deadline: float = 20.0
 
     def delay(self, attempt: int, retry_after: str | None, rng: random.Random) -> float:
         backoff: float = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
@@ -259,13 +259,20 @@ class RecordingClient:
 
     def send_until_answer(
         self, request: Request, *, process: str, policy: RetryPolicy, rng: random.Random,
-        first_attempt: int = 1, instance: int = 0,
+        first_attempt: int = 1, instance: int = 0, rotate: bool = False,
     ) -> list[Event]:
-        """Retry with the same key until a final answer, the attempt budget or the deadline."""
+        """Retry with the same key until a final answer, the attempt budget or the deadline.
+
+        With ``rotate`` each attempt goes to the next instance, so the retries of one key land
+        on different server processes, where a claim that is atomic only inside one process
+        gives way.
+        """
         completions: list[Event] = []
         started = time.monotonic()
-        for attempt in range(first_attempt, first_attempt + policy.max_attempts):
-            completion = self.send(request, process=process, attempt=attempt, instance=instance)
+        for number, attempt in enumerate(range(first_attempt, first_attempt + policy.max_attempts)):
+            target_instance = (instance + number) % len(self.urls) if rotate else instance
+            completion = self.send(request, process=process, attempt=attempt,
+                                   instance=target_instance)
             completions.append(completion)
             if is_final(completion, self.target.promises):
                 break

@@ -118,7 +118,7 @@ class Nemesis:
                 proxy.disable()
             else:
                 proxy.add_toxic(fault.toxic)
-        self.history.record("info", "fault", NEMESIS, value=fault.describe())
+        self.history.record("info", "fault", NEMESIS, value=self._describe(fault, instance))
 
     def heal(self, fault: Fault, *, instance: int | None = None) -> None:
         for proxy in self._proxies(fault, instance):
@@ -126,7 +126,12 @@ class Nemesis:
                 proxy.enable()
             else:
                 proxy.remove_toxic(fault.toxic.effective_name)
-        self.history.record("info", "heal", NEMESIS, value=fault.describe())
+        self.history.record("info", "heal", NEMESIS, value=self._describe(fault, instance))
+
+    @staticmethod
+    def _describe(fault: Fault, instance: int | None) -> dict[str, object]:
+        """The fault as recorded; ``instance`` is absent when it acted on every instance."""
+        return {**fault.describe(), **({"instance": instance} if instance is not None else {})}
 
     @contextmanager
     def fault(self, fault: Fault, *, instance: int | None = None) -> Iterator[None]:

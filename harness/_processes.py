@@ -22,7 +22,7 @@ from mirakuru.exceptions import ExecutorError
 
 from harness._errors import ServiceUnavailable
 
-__all__ = ["ManagedProcess", "stop_all_processes"]
+__all__ = ["ManagedProcess", "stop_all_processes", "stop_children_on_sigterm"]
 
 _live: set[ManagedProcess] = set()
 _live_lock = threading.Lock()
@@ -156,6 +156,19 @@ class ManagedProcess:
 
     def __repr__(self) -> str:
         return f"<ManagedProcess {self.name} pid={self.pid}>"
+
+
+def stop_children_on_sigterm() -> None:
+    """Turn SIGTERM into ``SystemExit`` so ``finally`` blocks and exit handlers stop every child.
+
+    By default SIGTERM ends Python without running them, and the children (Toxiproxy, target
+    processes, PostgreSQL) would outlive the harness.  Call it from the main thread.
+    """
+
+    def exit_cleanly(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, exit_cleanly)
 
 
 def stop_all_processes() -> None:

@@ -171,9 +171,8 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
         if not _same_response(reference, replay):
             yield Finding(
                 "P3", shown,
-                f"the retry of key {shown} got {replay.status} (body {replay.digest}) where the "
-                f"original answer was {reference.status} (body {reference.digest}): the stored "
-                "response was not replayed faithfully",
+                f"the retry of key {shown} got {_response_difference(reference, replay)}: the "
+                "stored response was not replayed faithfully",
                 view.evidence([reference, replay]),
             )
         elif marker and not replay.header(marker):
@@ -189,6 +188,22 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
                 f"{reference.header('content-type')} to {replay.header('content-type')}",
                 view.evidence([reference, replay]),
             )
+
+
+def _response_difference(reference: Attempt, replay: Attempt) -> str:
+    """What differs between an original answer and its replay, in the reader's terms."""
+    if replay.status != reference.status:
+        return f"{replay.status} where the original answer was {reference.status}"
+    if replay.digest != reference.digest:
+        return (f"another body ({_excerpt(replay)}) where the original was "
+                f"{_excerpt(reference)}")
+    return (f"Location {replay.header('location')!r} where the original had "
+            f"{reference.header('location')!r}")
+
+
+def _excerpt(attempt: Attempt, length: int = 60) -> str:
+    body = attempt.completion.body if attempt.completion and attempt.completion.body else ""
+    return repr(body[:length] + ("…" if len(body) > length else ""))
 
 
 @prop("P4", "a reused key with a different request is rejected; an equal JSON body is not")
@@ -217,7 +232,7 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                         view.evidence([original, attempt]),
                     )
                 elif not same and status != mismatch:
-                    what = ("the original's response" if attempt.ok else f"status {status}")
+                    what = _answer_to_reuse(original, attempt)
                     yield Finding(
                         "P4", shown,
                         f"key {shown} reused with {_difference(original, attempt)} got {what} "
@@ -226,6 +241,14 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                            else ""),
                         view.evidence([original, attempt]),
                     )
+
+
+def _answer_to_reuse(original: Attempt, reuse: Attempt) -> str:
+    if not reuse.ok:
+        return f"status {reuse.status}"
+    if reuse.resource is not None and reuse.resource == original.resource:
+        return f"the original's response ({reuse.status}, {reuse.resource})"
+    return f"a new execution ({reuse.status}, {reuse.resource or 'no resource'})"
 
 
 def _difference(original: Attempt, reuse: Attempt) -> str:

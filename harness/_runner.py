@@ -4,6 +4,7 @@ tell the handlers at every step.  Jepsen's ``run-case!`` then ``analyze!``."""
 from __future__ import annotations
 
 import random
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -68,6 +69,7 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     emit(RunStarted(config.target, tuple(s.name for s in config.scenarios), seed,
                     config.report_dir))
     workdir = (config.report_dir or state_dir() / "runs" / started_at.replace(":", "")) / "target"
+    shutil.rmtree(workdir, ignore_errors=True)  # the last run's store and logs: start afresh
     outcomes: list[ScenarioOutcome] = []
     toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                          else start_toxiproxy(log_dir=workdir))
@@ -124,9 +126,11 @@ def _ensure_running(deployment: Deployment) -> None:
 
 
 def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
-          base_url: str) -> CheckResult:
-    """Check one history and attach a reproduction line to each finding."""
-    check = check_history(events, CheckOptions(target.promises, retry_horizon))
+          base_url: str, properties: Sequence[str] | None = None) -> CheckResult:
+    """Check one history (against ``properties``, default all) and attach a reproduction line
+    to each finding."""
+    check = check_history(events, CheckOptions(target.promises, retry_horizon),
+                          properties=properties)
     by_index = {e.index: e for e in events}
 
     def with_line(finding: Finding) -> Finding:

@@ -24,7 +24,7 @@ from harness._history import ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
 from harness._target import Target, render_template
 
-__all__ = ["CAPABILITY_HINTS", "Scenario", "ScenarioContext"]
+__all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext"]
 
 #: Why a capability is missing, in the words of the target file.
 CAPABILITY_HINTS = {
@@ -62,6 +62,22 @@ class Scenario:
             wanted = "; ".join(CAPABILITY_HINTS.get(m, m) for m in missing)
             return f"target {target.name} lacks {wanted}"
         return self.applies(target)
+
+
+class Pending:
+    """A request running in its own thread; ``wait`` gives its completion."""
+
+    def __init__(self, send: Callable[[], Event], *, timeout: float) -> None:
+        self._result: list[Event] = []
+        self._timeout = timeout
+        self._thread = threading.Thread(target=lambda: self._result.append(send()))
+        self._thread.start()
+
+    def wait(self) -> Event:
+        self._thread.join(timeout=self._timeout)
+        if not self._result:
+            raise UsageError(f"a background request did not finish within {self._timeout:.0f}s")
+        return self._result[0]
 
 
 class ScenarioContext:
@@ -116,6 +132,19 @@ class ScenarioContext:
         return self.client.send_until_answer(request, process=process, policy=self.policy,
                                              rng=self.rng, first_attempt=first_attempt,
                                              instance=instance)
+
+    def send_slowly(self, request: Request, *, slow_ms: int, process: str = "c0") -> Pending:
+        """Send ``request`` with the slow hook, in the background, and return once the target
+        reports it in progress: the original that a retry, a lease or a fault should meet."""
+        slow = self.target.hooks.slow
+        if slow is None:
+            raise UsageError(f"target {self.target.name} has no slow hook ([hooks.slow])")
+        slowed = replace(request, headers={**request.headers,
+                                           slow.header: slow.value.replace("{ms}", str(slow_ms))})
+        pending = Pending(lambda: self.send(slowed, process=process),
+                          timeout=self.target.client.timeout + slow_ms / 1000 + 5)
+        self.wait_until_in_progress()
+        return pending
 
     def converge(self, request: Request, *, first_attempt: int = 2, process: str = "c0",
                  instance: int = 0) -> list[Event]:
@@ -177,7 +206,15 @@ class ScenarioContext:
     def wait_until_in_progress(self, *, timeout: float = 5.0) -> None:
         """Return once the target reports a key in progress (or after a short pause when it
         cannot say), so the next request meets an original that is still running."""
-        self._wait_until_in_progress(timeout=timeout)
+        hook = self.target.hooks.store_size
+        if hook is None or not hook.in_progress:
+            time.sleep(0.3)  # the target cannot say: give the request time to be claimed
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.deployment.store_size().get("in_progress", 0) > 0:
+                return
+            time.sleep(0.02)
 
     def is_final(self, event: Event) -> bool:
         return is_final(event, self.target.promises)
@@ -225,23 +262,11 @@ class ScenarioContext:
         if slow is not None:
             request = replace(request, headers={
                 **request.headers, slow.header: slow.value.replace("{ms}", "3000")})
-        result: list[Event] = []
-        sender = threading.Thread(target=lambda: result.append(
-            self.send(request, process=process, instance=instance)))
-        sender.start()
-        self._wait_until_in_progress()
+        in_flight = Pending(lambda: self.send(request, process=process, instance=instance),
+                            timeout=self.target.client.timeout + 10)
+        self.wait_until_in_progress()
         self.nemesis.kill(instance)
-        sender.join(timeout=self.target.client.timeout + 10)
-        return result[0]
-
-    def _wait_until_in_progress(self, *, timeout: float = 5.0) -> None:
-        hook = self.target.hooks.store_size
-        deadline = time.monotonic() + timeout
-        while hook is not None and hook.in_progress and time.monotonic() < deadline:
-            if self.deployment.store_size().get("in_progress", 0) > 0:
-                return
-            time.sleep(0.02)
-        time.sleep(0.3 if hook is None or not hook.in_progress else 0)
+        return in_flight.wait()
 
     # ---- observations ----------------------------------------------------------------------
 
@@ -250,12 +275,15 @@ class ScenarioContext:
         self.history.record("ok", "store-size", ORACLE, value=dict(size))
         return size
 
-    def collect_effects(self) -> None:
-        """Ask the oracle about every (tenant, key) the history used: the judge's evidence."""
+    def collect_effects(
+        self, identities: Sequence[tuple[str | None, str | None]] | None = None,
+    ) -> None:
+        """Ask the oracle about every (tenant, key) the history used, or only ``identities``
+        (those whose count may have changed): the judge's evidence."""
         oracle = self.deployment.oracle
         assert oracle is not None
-        seen: list[tuple[str | None, str | None]] = []
-        for event in self.history.events():
+        seen: list[tuple[str | None, str | None]] = list(identities or [])
+        for event in self.history.events() if identities is None else ():
             if event.f == "request" and event.type == "invoke" and event.identity not in seen:
                 seen.append(event.identity)
         for tenant, key in seen:

@@ -43,7 +43,7 @@ __all__ = [
 Stream = Literal["upstream", "downstream"]
 
 _INSTALL_FIX = (
-    "run `make .tools/toxiproxy-server` (builds Shopify's toxiproxy v2.12.0 with Go >= 1.23), "
+    "run `make toxiproxy` (builds Shopify's toxiproxy v2.12.0 with Go >= 1.23), "
     "or download toxiproxy-server-linux-amd64 from "
     "https://github.com/Shopify/toxiproxy/releases/tag/v2.12.0 into .tools/toxiproxy-server, "
     "or set TOXIPROXY_URL=http://127.0.0.1:8474 to use a running server"

@@ -34,7 +34,7 @@ def run(ctx: ScenarioContext) -> None:
     # Printable ASCII is a valid key: a SQL fragment must be stored safely, not refused.
     sql = ctx.request("'; DROP TABLE idempotency_keys; --", label="sql-fragment")
     ctx.retry_until_answer(sql, first_attempt=1)
-    forged = {target.promises.replay_header or "Idempotent-Replayed": "true", "X-Hit": "1"}
+    forged = {target.promises.replay_header or "Idempotent-Replayed": "true", "X-Hit": "true"}
     ctx.retry_until_answer(ctx.request(ctx.new_key(), headers=forged, label="fake-replay"),
                            first_attempt=1)
     ctx.retry_until_answer(ctx.request(ctx.new_key(), label="control"), first_attempt=1)

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
-from harness import Event, Scenario, ScenarioContext
+from harness import Scenario, ScenarioContext
 
 SLOW_MS = 1500
 
 
 def run(ctx: ScenarioContext) -> None:
-    slow = ctx.target.hooks.slow
-    assert slow is not None  # guaranteed by needs
     request = ctx.request(ctx.new_key(), label="original")
-    slowed = replace(request, headers={slow.header: slow.value.replace("{ms}", str(SLOW_MS))})
-    finished: list[Event] = []
-    original = threading.Thread(target=lambda: finished.append(ctx.send(slowed, process="c0")))
-    original.start()
-    ctx.wait_until_in_progress()
+    original = ctx.send_slowly(request, slow_ms=SLOW_MS)
     ctx.send(replace(request, label="in-flight-retry"), process="c1", attempt=2)
-    original.join(timeout=ctx.target.client.timeout + SLOW_MS / 1000 + 5)
+    original.wait()
     ctx.retry_until_answer(replace(request, label="retry"), process="c1", first_attempt=3)
 
 

@@ -3,26 +3,19 @@ request, and for a while."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
-from harness import Event, Request, Scenario, ScenarioContext
+from harness import Request, Scenario, ScenarioContext
 
 SLOW_MS = 800
 
 
 def _mid_request(ctx: ScenarioContext, fault: str, label: str) -> None:
     """The store fails while a slow request is being handled, so its commit meets the fault."""
-    slow = ctx.target.hooks.slow
-    assert slow is not None  # guaranteed by needs
     request = ctx.request(ctx.new_key(), label=label)
-    slowed = replace(request, headers={slow.header: slow.value.replace("{ms}", str(SLOW_MS))})
-    finished: list[Event] = []
-    original = threading.Thread(target=lambda: finished.append(ctx.send(slowed)))
-    original.start()
-    ctx.wait_until_in_progress()
+    original = ctx.send_slowly(request, slow_ms=SLOW_MS)
     with ctx.fault(fault):
-        original.join(timeout=ctx.target.client.timeout + SLOW_MS / 1000 + 5)
+        original.wait()
     ctx.converge(replace(request, label="retry"))
 
 

@@ -3,26 +3,21 @@ original wakes up and tries to commit."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
-from harness import Event, Scenario, ScenarioContext
+from harness import Scenario, ScenarioContext
 
 SLOW_MS = 1200
 
 
 def run(ctx: ScenarioContext) -> None:
-    slow, lease = ctx.target.hooks.slow, ctx.target.promises.lease
-    assert slow is not None and lease is not None  # guaranteed by needs
+    lease = ctx.target.promises.lease
+    assert lease is not None  # guaranteed by needs
     request = ctx.request(ctx.new_key(), label="original")
-    slowed = replace(request, headers={slow.header: slow.value.replace("{ms}", str(SLOW_MS))})
-    finished: list[Event] = []
-    original = threading.Thread(target=lambda: finished.append(ctx.send(slowed, process="c0")))
-    original.start()
-    ctx.wait_until_in_progress()
+    original = ctx.send_slowly(request, slow_ms=SLOW_MS)
     ctx.advance_clock(lease + 1)
     ctx.send(replace(request, label="takeover"), process="c1", attempt=2)
-    original.join(timeout=ctx.target.client.timeout + SLOW_MS / 1000 + 5)
+    original.wait()
     ctx.converge(replace(request, label="retry"), process="c1", first_attempt=3)
 
 

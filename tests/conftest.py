@@ -12,8 +12,13 @@ import pytest
 
 from harness._errors import ServiceUnavailable
 from harness._postgres import PostgresServer, start_postgres
+from harness._processes import stop_children_on_sigterm
 from harness._profiles import get_profile
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    stop_children_on_sigterm()  # a CI timeout's SIGTERM must not orphan Toxiproxy or PostgreSQL
 
 
 def _unavailable(exc: ServiceUnavailable) -> None:

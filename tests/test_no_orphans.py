@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -53,3 +54,30 @@ def test_a_failing_program_leaves_no_service_behind() -> None:
     if "postgres_port" in started:
         assert started["postgres_port"] not in _listening_ports()
     assert "toxiproxy" in started or "postgres_port" in started, started
+
+
+SIGTERM_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from harness._postgres import start_postgres
+    from harness._processes import stop_children_on_sigterm
+    from harness._toxiproxy import start_toxiproxy
+
+    stop_children_on_sigterm()
+    toxiproxy = start_toxiproxy()
+    postgres = start_postgres()
+    print(json.dumps({"toxiproxy": toxiproxy.pid, "postgres_port": postgres.port}), flush=True)
+    sys.stdin.read()  # until the parent's SIGTERM
+    """
+)
+
+
+def test_sigterm_stops_every_service_it_started() -> None:
+    process = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    started = json.loads(process.stdout.readline())  # the services are up: now terminate it
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    assert not psutil.pid_exists(started["toxiproxy"])
+    assert started["postgres_port"] not in _listening_ports()

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import click
 
+from harness._errors import UsageError
 from harness._matrix import MatrixRow, render_matrix_json, render_matrix_markdown, run_matrix
+from harness._outcomes import Handler
 from harness._postgres import start_postgres
+from harness._target import load_target
 from harness.cli._common import default_report_dir, translate_errors
 from harness.cli._run import reference_target
-from harness.reports import write_atomic
+from harness.reports import ReportDirectory, render_directory_html, write_atomic
 
 __all__ = ["matrix"]
 
@@ -22,6 +25,10 @@ __all__ = ["matrix"]
 @click.option("--flaw", "flaws", multiple=True, metavar="NAME",
               help="only these flaws (repeatable); default: every named flaw")
 @click.option("--no-flaws", is_flag=True, help="only the correct server (and --targets)")
+@click.option("--targets", "target_files", multiple=True, metavar="FILE...",
+              help="third-party target files, one row each (kind target) beside the reference "
+                   "server; a shell glob works: --targets examples/targets/*.toml")
+@click.argument("more_target_files", nargs=-1, metavar="[FILE]...")
 @click.option("--postgres", is_flag=True,
               help="add a row for the correct server on PostgreSQL (IDEM_PG_DSN or a throwaway "
                    "cluster)")
@@ -32,16 +39,23 @@ __all__ = ["matrix"]
 @click.option("--jobs", type=click.IntRange(1, 8), default=2, show_default=True,
               help="rows run at the same time")
 @translate_errors
-def matrix(flaws: tuple[str, ...], no_flaws: bool, postgres: bool,
+def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...],
+           more_target_files: tuple[str, ...], postgres: bool,
            scenario_names: tuple[str, ...], report_dir: Path | None, seed: int | None,
            jobs: int) -> None:
-    """Write flaws-by-scenarios as matrix.md and matrix.json; exit 1 if a row is not as it
-    should be (a finding on the correct server, a flaw nobody caught)."""
+    """Write rows-by-scenarios as matrix.md and matrix.json; exit 1 if a row is not as it
+    should be (a finding on the correct server, a flaw nobody caught).  Findings of third-party
+    targets are the matrix's content, not a problem."""
     from reference_server.flaws import FLAWS, get_flaw
     from scenarios import CATALOG, get_scenario
 
     chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
     report_dir = report_dir or default_report_dir()
+    targets = [load_target(path) for path in (*target_files, *more_target_files)]
+    labels = [t.name for t in targets]
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"two target files share a name ({', '.join(labels)}); each row needs "
+                         "its own: change `name` in one of them")
     with ExitStack() as stack:
         rows = [MatrixRow("correct (sqlite)", reference_target(store=None, flaw=None),
                           "correct")]
@@ -56,9 +70,13 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, postgres: bool,
                 rows.append(MatrixRow(f"flaw {flaw.name}",
                                       reference_target(store=None, flaw=flaw.name), "flaw",
                                       flaw.properties))
-        result = run_matrix(rows, chosen, report_dir, seed=seed, jobs=jobs)
+        rows += [MatrixRow(target.name, target, "target") for target in targets]
+        reports: dict[str, list[Handler]] = {
+            row.label: [ReportDirectory(report_dir / row.label)] for row in rows}
+        result = run_matrix(rows, chosen, report_dir, seed=seed, jobs=jobs, handlers_for=reports)
     write_atomic(report_dir / "matrix.md", render_matrix_markdown(result))
     write_atomic(report_dir / "matrix.json", render_matrix_json(result))
+    write_atomic(report_dir / "index.html", render_directory_html(report_dir))
     click.echo(render_matrix_markdown(result))
-    click.echo(f"matrix written to {report_dir}/matrix.md and matrix.json")
+    click.echo(f"matrix written to {report_dir}/matrix.md, matrix.json and index.html")
     sys.exit(1 if result.problems() else 0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -97,7 +96,6 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
     target = choose_target(target_file, reference, store, flaw)
     chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
     report_dir = report_dir or default_report_dir()
-    shutil.rmtree(report_dir / "target", ignore_errors=True)
     config = RunConfig(target=target, scenarios=chosen, report_dir=report_dir, seed=seed,
                        allow_remote=allow_remote, retry_horizon=retry_horizon)
     result = run_scenarios(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
@@ -119,7 +117,9 @@ def check(run_dir: Path) -> None:
                                             tuple(scenario["properties"]),
                                             reason=scenario.get("reason")))
             continue
-        result = judge(events, target, saved["retry_horizon"], base_url=base_url)
+        as_before = list(scenario.get("property_verdicts") or {}) or None  # what it judged
+        result = judge(events, target, saved["retry_horizon"], base_url=base_url,
+                       properties=as_before)
         verdict = result.verdict
         if scenario.get("reason"):  # the scenario did not finish when it ran
             verdict = merge_verdicts([verdict, "unknown"])

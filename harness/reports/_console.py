@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -38,7 +41,7 @@ def summary_table(result: RunResult) -> Table:
     for outcome in result.outcomes:
         requests = sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke")
         found = ", ".join(sorted({f.property for f in outcome.findings})) or (
-            outcome.reason if outcome.verdict in ("n/a", "unknown") else "")
+            escape(outcome.reason or "") if outcome.verdict in ("n/a", "unknown") else "")
         table.add_row(outcome.name, _verdict(outcome.verdict), str(requests), found or "",
                       f"{outcome.seconds:.1f}s")
     return table
@@ -53,6 +56,12 @@ class ConsoleReport:
         self._live: Live | None = None
         self._current = ""
         self._requests = 0
+        self._unanswered = 0
+        self._faults: list[str] = []
+        self._clock = 0.0
+        self._down = False
+        self._started = time.monotonic()
+        self._done, self._total = 0, 0
         self._position = ""
 
     def handle(self, event: RunEvent) -> None:
@@ -62,17 +71,17 @@ class ConsoleReport:
                 f"{len(event.scenarios)} scenario(s) · seed {event.seed}"
                 + (f" · report {event.report_dir}" if event.report_dir else ""))
         elif isinstance(event, ScenarioStarted):
-            self._current, self._requests = event.name, 0
+            self._current, self._requests, self._unanswered = event.name, 0, 0
+            self._faults, self._clock, self._down = [], 0.0, False
+            self._started = time.monotonic()
+            self._done, self._total = event.position, event.total
             self._position = f"[{event.position + 1}/{event.total}]"
             if not self.quiet and self.console.is_terminal:
-                self._live = Live(self._status(), console=self.console, transient=True,
-                                  refresh_per_second=8)
+                self._live = Live(console=self.console, transient=True, refresh_per_second=4,
+                                  get_renderable=self._status)
                 self._live.start()
         elif isinstance(event, Step):
-            if event.event.f == "request" and event.event.type == "invoke":
-                self._requests += 1
-                if self._live is not None:
-                    self._live.update(self._status())
+            self._follow(event)
         elif isinstance(event, ScenarioFinished):
             self._stop_live()
             if not self.quiet:
@@ -80,9 +89,43 @@ class ConsoleReport:
         elif isinstance(event, RunFinished):
             self._summary(event.result)
 
+    def _follow(self, step: Step) -> None:
+        """Keep the live line's counters: requests, lost answers, faults acting, clock."""
+        event = step.event
+        if event.f == "request":
+            if event.type == "invoke":
+                self._requests += 1
+            elif event.status is None:
+                self._unanswered += 1
+        elif event.f == "fault":
+            self._faults.append(str(event.value.get("fault")))
+        elif event.f == "heal" and str(event.value.get("fault")) in self._faults:
+            self._faults.remove(str(event.value.get("fault")))
+        elif event.f == "clock":
+            self._clock += float(event.value.get("seconds", 0.0))
+        elif event.f in ("crash", "restart"):
+            self._down = event.f == "crash"
+
     def _status(self) -> Text:
-        return Text(f"{self._position} {self._current}: {self._requests} requests sent …",
-                    style="cyan")
+        """``[3/10] ━━━━──── in-flight-retry · 3 requests · fault response-timeout · 1.2s``;
+        redrawn by the live display, so the time moves while a request hangs."""
+        width = 12
+        filled = round(width * self._done / self._total) if self._total else 0
+        line = Text(f"{self._position} ", style="cyan")
+        line.append("━" * filled, style="green")
+        line.append("─" * (width - filled), style="dim")
+        line.append(f" {self._current}", style="bold cyan")
+        line.append(f" · {self._requests} request{'' if self._requests == 1 else 's'}")
+        if self._unanswered:
+            line.append(f" ({self._unanswered} unanswered)", style="yellow")
+        if self._faults:
+            line.append(f" · fault {', '.join(self._faults)}", style="magenta")
+        if self._down:
+            line.append(" · server down", style="red")
+        if self._clock:
+            line.append(f" · target clock +{format_duration(self._clock)}", style="blue")
+        line.append(f" · {time.monotonic() - self._started:.1f}s", style="dim")
+        return line
 
     def _stop_live(self) -> None:
         if self._live is not None:
@@ -93,7 +136,7 @@ class ConsoleReport:
         line = Text(f"{self._position} {outcome.name} ")
         line.append_text(_verdict(outcome.verdict))
         if outcome.reason:
-            line.append(f"  ({outcome.reason})", style="dim")
+            line.append(f"  ({outcome.reason})", style="dim")  # Text: no markup parsing
         self.console.print(line)
 
     def _summary(self, result: RunResult) -> None:

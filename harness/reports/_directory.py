@@ -3,11 +3,13 @@ atomically, so a run that dies half-way still leaves everything it had finished.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from harness._outcomes import RunEvent, RunFinished, RunResult, ScenarioFinished
 from harness.reports._files import write_atomic
+from harness.reports._html import render_index
 from harness.reports._junit import render_junit
 from harness.reports._results import render_history, render_results
 
@@ -20,21 +22,36 @@ RENDERERS: list[Renderer] = [
     ("history.jsonl", render_history),
     ("results.json", render_results),
     ("junit.xml", render_junit),
+    ("index.html", render_index),
 ]
 
 
-def write_report(result: RunResult, directory: Path) -> None:
-    """Write every report file for ``result``; results.json goes after the history it cites."""
+def write_report(result: RunResult, directory: Path) -> list[str]:
+    """Write every report file for ``result``; results.json goes after the history it cites.
+
+    A renderer that fails costs its own file, never the others or the run: the machine-readable
+    record matters more than the page.  Returns what failed, for the caller to say.
+    """
+    failed = []
     for name, render in RENDERERS:
-        write_atomic(directory / name, render(result))
+        try:
+            text = render(result)
+        except Exception as exc:  # a report bug must not lose the run's evidence
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        write_atomic(directory / name, text)
+    return failed
 
 
 class ReportDirectory:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._reported: set[str] = set()
 
     def handle(self, event: RunEvent) -> None:
-        if isinstance(event, ScenarioFinished):
-            write_report(event.partial, self.directory)
-        elif isinstance(event, RunFinished):
-            write_report(event.result, self.directory)
+        if isinstance(event, ScenarioFinished | RunFinished):
+            result = event.partial if isinstance(event, ScenarioFinished) else event.result
+            for failure in write_report(result, self.directory):
+                if failure not in self._reported:
+                    self._reported.add(failure)
+                    print(f"warning: report file not written: {failure}", file=sys.stderr)
