@@ -1,0 +1,76 @@
+"""``idem-harness load``: parse, choose the target, then call ``run_load``.
+
+Several reference server processes need one store they all see.  Without ``--store`` the command
+starts a throwaway PostgreSQL (``IDEM_PG_DSN`` or the local binaries, as everywhere in the
+harness) and removes it afterwards, so ``--servers 2`` works with nothing else given.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from harness._postgres import start_postgres
+from harness.cli._common import DURATION, default_report_dir, translate_errors
+from harness.cli._run import choose_target, reference_target, target_options
+from harness.load import CHAOS_PROFILES, LoadConfig, load_summary, run_load, write_load_report
+
+__all__ = ["load"]
+
+LOAD_DATABASE = "idem_load"
+
+
+@click.command()
+@target_options
+@click.option("--servers", type=click.IntRange(1, 16), default=1, show_default=True,
+              help="target processes, each behind its own proxy; retries of a key rotate over "
+                   "them (the reference server shares a PostgreSQL: --store, or a throwaway one)")
+@click.option("--users", type=click.IntRange(min=1), required=True,
+              help="simulated customers, each making charges one after another")
+@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="users started per second")
+@click.option("--duration", type=DURATION, required=True, help="how long users start charges: 60s")
+@click.option("--chaos", type=click.Choice(list(CHAOS_PROFILES)), default="none",
+              show_default=True,
+              help="; ".join(f"{name}: {what}" for name, what in CHAOS_PROFILES.items()))
+@click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="Locust worker processes under a master (0: one local process)")
+@click.option("--request-timeout", type=DURATION, default="2s", show_default=True,
+              help="how long a client waits for one attempt before it retries")
+@click.option("--report-dir", type=click.Path(path_type=Path), default=None,
+              help="where to write load.json, results.json, junit.xml, history.jsonl and "
+                   "Locust's CSV and HTML (default reports/run-*)")
+@click.option("--seed", type=int, default=None,
+              help="seed for the chaos schedule and the request bodies")
+@translate_errors
+def load(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
+         allow_remote: bool, servers: int, users: int, spawn_rate: float, duration: float,
+         chaos: str, workers: int, request_timeout: float, report_dir: Path | None,
+         seed: int | None) -> None:
+    """Drive Locust users against a target under chaos, then judge P1 and P2 over every key
+    (exit 0 pass, 1 findings, 2 error)."""
+    target = choose_target(target_file, reference, store, flaw)
+    report_dir = report_dir or default_report_dir()
+    shutil.rmtree(report_dir / "target", ignore_errors=True)
+    console = Console(stderr=True)
+    with ExitStack() as stack:
+        if reference and servers > 1:
+            if store is None:
+                server = stack.enter_context(start_postgres())
+                store = server.create_database(LOAD_DATABASE)
+                console.print(f"{servers} reference servers share PostgreSQL {server.origin}")
+            target = reference_target(store=store, flaw=flaw, servers=servers)
+        config = LoadConfig(
+            target=target, users=users, spawn_rate=spawn_rate, duration=duration,
+            report_dir=report_dir, chaos=chaos, servers=servers, workers=workers, seed=seed,
+            request_timeout=request_timeout, allow_remote=allow_remote,
+        )
+        result = run_load(config, progress=lambda line: console.print(line, highlight=False))
+    write_load_report(result, report_dir)
+    console.print(load_summary(result))
+    sys.exit(result.exit_code)

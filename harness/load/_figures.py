@@ -1,0 +1,145 @@
+"""The load figures, read off the merged history and the checker's result: nothing here judges.
+
+Latencies are the time between an attempt's invoke and its completion in the history, so a
+distributed run is measured exactly like a local one; first attempts and retries are kept apart,
+because retries are where a target under chaos spends its time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from harness._analysis import Attempt, View
+from harness._checker import CheckResult
+from harness._client import is_final
+from harness._history import Event
+from harness._target import Promises
+
+__all__ = ["fault_windows", "load_figures", "percentiles", "timeline"]
+
+PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float | None]:
+    """Nearest-rank p50, p95 and p99 of ``values`` (None when there are none)."""
+    ordered = sorted(values)
+    result: dict[str, float | None] = {}
+    for name, fraction in PERCENTILES:
+        if not ordered:
+            result[name] = None
+        else:
+            rank = max(1, math.ceil(fraction * len(ordered)))
+            result[name] = round(ordered[rank - 1], 3)
+    return result
+
+
+def _latency_ms(attempt: Attempt) -> float:
+    assert attempt.completion is not None
+    return (attempt.completion.time - attempt.invoke.time) * 1000.0
+
+
+def _span(attempts: Sequence[Attempt]) -> float:
+    if not attempts:
+        return 0.0
+    first = min(a.invoke.time for a in attempts)
+    last = max(a.completion.time if a.completion else a.invoke.time for a in attempts)
+    return max(last - first, 1e-9)
+
+
+def load_figures(events: Sequence[Event], promises: Promises, check: CheckResult) -> dict[str, Any]:
+    """Every figure of a load run; see docs/load.md for what each one means."""
+    view = View(events)
+    attempts = [a for a in view.attempts if a.invoke.key is not None]
+    done = [a for a in attempts if a.completion is not None]
+    seconds = _span(attempts)
+    keys = view.keyed()
+    tries = [len(key_attempts) for _, key_attempts in keys]
+    give_ups = sum(
+        1 for _, key_attempts in keys
+        if not any(a.completion is not None and is_final(a.completion, promises)
+                   for a in key_attempts)
+    )
+    marker = promises.replay_header
+    counts = [seen.count for seen in view.effects.values() if seen.count is not None]
+    duplicate_keys = sorted({f.key or "" for f in check.findings if f.property == "P1"})
+    lost_keys = sorted({f.key or "" for f in check.findings if f.property == "P2"})
+    statuses = Counter(str(a.status) for a in done if a.status is not None)
+    no_answer = Counter(a.completion.error or "unknown" for a in done
+                        if a.completion is not None and a.status is None)
+    nemesis = [e for e in events if e.f in ("fault", "crash")]
+    return {
+        "seconds": round(seconds, 3),
+        "requests": len(attempts),
+        "requests_per_s": round(len(attempts) / seconds, 2) if attempts else 0.0,
+        "keys": len(keys),
+        "charges_per_s": round(len(keys) / seconds, 2) if keys else 0.0,
+        "latency_ms": {
+            "first": {**percentiles([_latency_ms(a) for a in done if a.invoke.attempt == 1]),
+                      "count": sum(1 for a in done if a.invoke.attempt == 1)},
+            "retry": {**percentiles([_latency_ms(a) for a in done if (a.invoke.attempt or 1) > 1]),
+                      "count": sum(1 for a in done if (a.invoke.attempt or 1) > 1)},
+        },
+        "retries": len(attempts) - len(keys),
+        "retries_per_key": {"mean": round((sum(tries) - len(tries)) / len(tries), 3)
+                            if tries else 0.0,
+                            "max": max(tries, default=1) - 1},
+        "status_409": sum(1 for a in done if a.status == promises.in_progress_status),
+        "replays": (sum(1 for a in done if a.header(marker)) if marker else None),
+        "give_ups": give_ups,
+        "duplicates": len(duplicate_keys),
+        "extra_charges": sum(count - 1 for count in counts if count > 1),
+        "lost_outcomes": len(lost_keys),
+        "unknown_effects": sum(1 for seen in view.effects.values() if seen.count is None),
+        "statuses": dict(sorted(statuses.items())),
+        "no_answer": dict(sorted(no_answer.items())),
+        "faults": sum(1 for e in nemesis if e.f == "fault"),
+        "crashes": sum(1 for e in nemesis if e.f == "crash"),
+        "duplicate_keys": duplicate_keys,
+        "lost_outcome_keys": lost_keys,
+    }
+
+
+def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """Per second of the run: attempts completed and their latency percentiles."""
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for attempt in View(events).attempts:
+        if attempt.completion is not None and attempt.invoke.key is not None:
+            second = max(0, int(attempt.completion.time))
+            buckets[second].append(_latency_ms(attempt))
+    last = max(buckets, default=-1)
+    rows = []
+    for second in range(last + 1):
+        latencies = buckets.get(second, [])
+        shares = percentiles(latencies)
+        rows.append({"t": second, "requests_per_s": float(len(latencies)),
+                     **{f"{name}_ms": shares[name] for name, _ in PERCENTILES}})
+    return rows
+
+
+def fault_windows(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """Each fault from its injection to its heal, and each crash from the kill to the restart.
+
+    A window still open at the end of the history closes at the history's last event.
+    """
+    end = events[-1].time if events else 0.0
+    windows: list[dict[str, Any]] = []
+    open_faults: dict[str, int] = {}
+    open_crashes: dict[int, int] = {}
+    for event in events:
+        if event.f == "fault":
+            open_faults[str(event.value.get("fault"))] = len(windows)
+            windows.append({"start": event.time, "end": end,
+                            "fault": str(event.value.get("fault"))})
+        elif event.f == "heal" and str(event.value.get("fault")) in open_faults:
+            windows[open_faults.pop(str(event.value.get("fault")))]["end"] = event.time
+        elif event.f == "crash":
+            instance = int(event.value.get("instance", 0))
+            open_crashes[instance] = len(windows)
+            windows.append({"start": event.time, "end": end, "fault": "crash",
+                            "instance": instance})
+        elif event.f == "restart" and int(event.value.get("instance", 0)) in open_crashes:
+            windows[open_crashes.pop(int(event.value.get("instance", 0)))]["end"] = event.time
+    return [{**w, "start": round(w["start"], 3), "end": round(w["end"], 3)} for w in windows]

@@ -1,0 +1,232 @@
+"""``run_load``: deploy the target, run Locust against it under chaos, collect the evidence, judge.
+
+Jepsen's shape again: the Locust processes (generators and clients) and the chaos thread
+(nemesis) only act and record; once they are done the histories are merged, the oracle is asked
+about every key, and the checker judges P1 and P2 over the whole history.  Everything Locust
+runs lives in separate processes (see ``harness.load``); this module never imports it.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harness._checker import CheckResult
+from harness._client import RetryPolicy
+from harness._deployment import Deployment
+from harness._errors import ServiceError, UsageError
+from harness._findings import merge_verdicts
+from harness._history import Event, History
+from harness._nemesis import Nemesis
+from harness._network import free_port
+from harness._outcomes import RunResult, ScenarioOutcome
+from harness._runner import DEFAULT_RETRY_HORIZON, judge
+from harness._target import Target
+from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.load._chaos import ChaosRunner
+from harness.load._cpu import CpuMeter, CpuSplit
+from harness.load._effects import collect_effects
+from harness.load._figures import fault_windows, load_figures, timeline
+from harness.load._launch import LocustProcesses
+from harness.load._merge import merge_histories, read_wall_events, shift
+from harness.load._plan import LoadPlan, events_file, target_definition
+from harness.load._schedule import CHAOS_PROFILES, Window, chaos_schedule
+
+__all__ = ["LOAD_PROPERTIES", "LoadConfig", "LoadResult", "run_load"]
+
+#: A load run makes no in-flight, reuse or retention probes of its own, so the other properties
+#: would only judge side effects of the chaos; the two that matter under load are judged: no key
+#: charged twice (P1), and no key answered 2xx without its one charge (P2).
+LOAD_PROPERTIES = ("P1", "P2")
+
+SCENARIO = "load"
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """One load run.  ``schedule`` replaces the chaos profile's when given (tests use it)."""
+
+    target: Target
+    users: int
+    spawn_rate: float
+    duration: float
+    report_dir: Path
+    chaos: str = "none"
+    servers: int = 1
+    workers: int = 0
+    seed: int | None = None
+    request_timeout: float = 2.0
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    allow_remote: bool = False
+    retry_horizon: float = DEFAULT_RETRY_HORIZON
+    schedule: Sequence[Window] | None = None
+    toxiproxy: ToxiproxyServer | None = None
+
+    def validate(self) -> None:
+        problems = []
+        if self.users < 1:
+            problems.append("--users must be at least 1")
+        if self.spawn_rate <= 0:
+            problems.append("--spawn-rate must be more than 0 users per second")
+        if self.duration <= 0:
+            problems.append("--duration must be more than 0 (for example 60s)")
+        if self.servers < 1:
+            problems.append("--servers must be at least 1")
+        if self.workers < 0:
+            problems.append("--workers must be 0 (one process) or more")
+        elif self.workers > self.users:
+            problems.append(f"--workers {self.workers} would leave workers without users; "
+                            f"give at most --users ({self.users}) workers")
+        if self.request_timeout <= 0:
+            problems.append("--request-timeout must be more than 0 (for example 2s)")
+        if self.chaos not in CHAOS_PROFILES:
+            problems.append(f"unknown --chaos {self.chaos!r}; choose one of "
+                            f"{', '.join(CHAOS_PROFILES)}")
+        if problems:
+            raise UsageError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    run: RunResult
+    figures: dict[str, Any]
+    timeline: list[dict[str, Any]]
+    fault_windows: list[dict[str, Any]]
+    cpu: CpuSplit
+    schedule: tuple[Window, ...]
+    settings: dict[str, Any]
+    problems: tuple[str, ...] = ()
+
+    @property
+    def check(self) -> CheckResult | None:
+        return self.run.outcomes[0].check
+
+    @property
+    def exit_code(self) -> int:
+        return self.run.exit_code
+
+
+def _silent(message: str) -> None:
+    """The default progress sink: say nothing."""
+
+
+def run_load(config: LoadConfig, *,
+             progress: Callable[[str], None] = _silent) -> LoadResult:
+    """Run the load described by ``config`` and return the judged result (files not written)."""
+    config.validate()
+    seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**32)
+    schedule = tuple(config.schedule) if config.schedule is not None else tuple(chaos_schedule(
+        config.chaos, duration=config.duration, instances=config.servers, seed=seed,
+        request_timeout=config.request_timeout, can_restart=config.target.can_restart))
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.monotonic()
+    work_dir = config.report_dir / "work"
+    shutil.rmtree(work_dir, ignore_errors=True)
+    with ExitStack() as stack:
+        toxiproxy = config.toxiproxy or stack.enter_context(start_toxiproxy(log_dir=work_dir))
+        deployment = stack.enter_context(Deployment(
+            config.target, toxiproxy=toxiproxy, workdir=config.report_dir / "target",
+            instances=config.servers, allow_remote=config.allow_remote))
+        plan = LoadPlan(
+            run_id=deployment.run_id, seed=seed, users=config.users,
+            spawn_rate=config.spawn_rate, duration=config.duration, workers=config.workers,
+            urls=tuple(i.url for i in deployment.instances),
+            target=target_definition(config.target), request_timeout=config.request_timeout,
+            policy=config.policy, report_dir=str(config.report_dir), work_dir=str(work_dir),
+            master_port=free_port() if config.workers else None,
+        )
+        plan_path = work_dir / "plan.json"
+        plan.write(plan_path)
+        locusts = LocustProcesses(plan, plan_path)
+        stack.callback(locusts.close)
+        meter = CpuMeter(servers=lambda: _server_pids(deployment), toxiproxy=toxiproxy.pid)
+        stack.callback(meter.close)
+
+        load_started = locusts.start()
+        nemesis_history = History()
+        nemesis_offset = time.time() - load_started
+        nemesis_history.subscribe(
+            lambda e: progress(f"{e.time + nemesis_offset:6.1f}s  {_describe(e)}"))
+        chaos = ChaosRunner(Nemesis(deployment, nemesis_history), list(schedule),
+                            duration=config.duration)
+        stack.callback(chaos.stop)
+        meter.start()
+        chaos.start()
+        progress(f"load started: {config.users} users, {config.servers} server(s), "
+                 f"{config.workers or 'no'} worker(s), chaos {config.chaos}, seed {seed}")
+        nodes = locusts.wait(timeout=config.duration + plan.drain_timeout + 120.0)
+        chaos.join()
+        cpu = meter.finish(locust=[float(n["cpu_seconds"]) for n in nodes["nodes"]]
+                           + [float(nodes.get("stats_cpu_seconds", 0.0))])
+        history = History(merge_histories([
+            *_node_histories(nodes, work_dir, config.workers, origin=load_started),
+            shift(nemesis_history.events(), nemesis_offset),
+        ]))
+        progress("load finished; asking the oracle about each key ...")
+        asked = collect_effects(history, deployment)
+        progress(f"judging {len(history)} events over {asked} keys ...")
+        events = history.events()
+        check = judge(events, config.target, config.retry_horizon,
+                      base_url=deployment.instances[0].direct_url, properties=LOAD_PROPERTIES)
+    problems = tuple(chaos.errors) + _node_problems(nodes)
+    verdict = check.verdict if not problems else merge_verdicts([check.verdict, "unknown"])
+    outcome = ScenarioOutcome(SCENARIO, verdict, LOAD_PROPERTIES, check,
+                              "; ".join(problems) or None, events, time.monotonic() - clock)
+    figures = load_figures(events, config.target.promises, check)
+    settings = _settings(config, seed)
+    run = RunResult(config.target, (outcome,), seed, started_at, config.report_dir,
+                    config.retry_horizon, time.monotonic() - clock, True,
+                    extra={"load": {**settings, "figures": figures}})
+    return LoadResult(run, figures, timeline(events), fault_windows(events), cpu, schedule,
+                      settings, problems)
+
+
+def _settings(config: LoadConfig, seed: int) -> dict[str, Any]:
+    return {"users": config.users, "spawn_rate": config.spawn_rate,
+            "duration": config.duration, "chaos": config.chaos, "servers": config.servers,
+            "workers": config.workers, "request_timeout": config.request_timeout,
+            "seed": seed}
+
+
+def _server_pids(deployment: Deployment) -> list[int]:
+    return [pid for i in deployment.instances
+            if i.process is not None and (pid := i.process.pid) is not None]
+
+
+def _node_histories(nodes: dict[str, Any], work_dir: Path, workers: int, *,
+                    origin: float) -> list[list[Event]]:
+    """Every node's history; a node that sent none leaves keys nobody can judge: an error."""
+    expected = [f"w{k}" for k in range(1, workers + 1)] if workers else ["local"]
+    reported = {str(n["node"]) for n in nodes["nodes"]}
+    missing = [name for name in expected if name not in reported]
+    if missing:
+        raise ServiceError(f"Locust node(s) {', '.join(missing)} sent no history; see the "
+                           f"locust-*.log files in {work_dir}")
+    return [read_wall_events(events_file(work_dir, name), origin=origin) for name in expected]
+
+
+def _node_problems(nodes: dict[str, Any]) -> tuple[str, ...]:
+    problems = []
+    cut = sum(int(n["charges_cut"]) for n in nodes["nodes"])
+    if cut:
+        problems.append(f"{cut} charge(s) were still retrying when the run ended and were cut "
+                        "off; their keys count as give-ups")
+    errors = int(nodes.get("user_exceptions", 0))
+    if errors:
+        problems.append(f"{errors} exception(s) in the load's own code; see "
+                        "locust_exceptions.csv")
+    return tuple(problems)
+
+
+def _describe(event: Event) -> str:
+    value = event.value
+    if event.f in ("fault", "heal"):
+        return f"{event.f} {value.get('fault')}"
+    return f"{event.f} server {value.get('instance', 0)}"
