@@ -1,0 +1,141 @@
+"""One training demo: the scenario that exposes a flaw, run against the reference server with the
+flaw and then without it, narrated as it happens, and written as a report with a training page.
+
+Both runs are ordinary runs through the runner, with the same seed and one shared Toxiproxy; the
+demo adds a narrator and a page, and judges nothing: the checker's findings are the lesson.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from harness._errors import UsageError
+from harness._findings import Finding
+from harness._outcomes import RunResult
+from harness._runner import RunConfig, run_scenarios
+from harness._scenario import Scenario
+from harness._target import Target, load_target
+from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.demo._modes import FailureMode
+from harness.demo._narrator import Narrator
+from harness.reports import Lesson, ReportDirectory, render_lesson_html, write_atomic
+
+__all__ = ["DemoResult", "run_demo"]
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    mode: FailureMode
+    flawed: RunResult
+    fixed: RunResult
+    report_dir: Path
+
+    @property
+    def caught(self) -> list[Finding]:
+        """The flawed run's findings of a property the flaw is known to break."""
+        return [f for f in self.flawed.findings if f.property in self.mode.flaw.properties]
+
+    @property
+    def as_expected(self) -> bool:
+        """The flaw was caught as what it breaks, and the correct server held."""
+        return bool(self.caught) and self.fixed.verdict == "pass"
+
+    @property
+    def page(self) -> Path:
+        return self.report_dir / "index.html"
+
+
+def _reference(flaw: str | None, *, crash_point: str | None = None) -> Target:
+    """The built-in reference target file, started with ``--flaw`` when one is given, and
+    offering only ``crash_point`` of its crash hook when one is given."""
+    target = load_target("reference")
+    if flaw:
+        target = target.with_start_args(["--flaw", flaw])
+    crash = target.hooks.crash
+    if crash_point is not None and crash is not None:
+        points = {p: v for p, v in crash.points.items() if p == crash_point}
+        hooks = target.hooks.model_copy(update={"crash": crash.model_copy(
+            update={"points": points})})
+        target = target.model_copy(update={"hooks": hooks})
+    return target
+
+
+def run_demo(mode: FailureMode, *, report_dir: Path, console: Console, seed: int | None = None,
+             toxiproxy: ToxiproxyServer | None = None) -> DemoResult:
+    """Show ``mode``: narrate the flawed run, then the correct one, then write the pages."""
+    from scenarios import get_scenario
+
+    if mode.scenario is None:
+        raise UsageError(f"no scenario in the catalog exposes {mode.name} yet (the flaw matrix "
+                         "shows it held everywhere), so there is nothing to show; "
+                         "`idem-harness demo --list` names the ones that can be shown")
+    scenario = get_scenario(mode.scenario)
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
+    _introduce(console, mode, scenario)
+    with ExitStack() as stack:
+        proxy = toxiproxy or stack.enter_context(start_toxiproxy(log_dir=report_dir))
+        console.rule(f"[bold red]with the flaw[/] · reference server --flaw {mode.name}")
+        flawed = _run(_reference(mode.name, crash_point=mode.crash_point), scenario,
+                      report_dir / "flawed", seed, proxy, console)
+        console.rule("[bold green]with the fix[/] · the correct reference server")
+        fixed = _run(_reference(None, crash_point=mode.crash_point), scenario,
+                     report_dir / "fixed", seed, proxy, console)
+    result = DemoResult(mode, flawed, fixed, report_dir)
+    lesson = Lesson(mode.name, mode.summary, mode.paragraphs, mode.pitfall, scenario.name,
+                    scenario.story, scenario.plan)
+    write_atomic(result.page, render_lesson_html(lesson, flawed, fixed,
+                                                 flawed_href="flawed/index.html",
+                                                 fixed_href="fixed/index.html"))
+    _conclude(console, result)
+    return result
+
+
+def _run(target: Target, scenario: Scenario, report_dir: Path, seed: int,
+         toxiproxy: ToxiproxyServer, console: Console) -> RunResult:
+    shutil.rmtree(report_dir / "target", ignore_errors=True)  # a fresh store for every run
+    config = RunConfig(target=target, scenarios=[scenario], report_dir=report_dir, seed=seed,
+                       toxiproxy=toxiproxy)
+    narrator = Narrator(console, replay_header=target.promises.replay_header)
+    return run_scenarios(config, [narrator, ReportDirectory(report_dir)])
+
+
+def _introduce(console: Console, mode: FailureMode, scenario: Scenario) -> None:
+    body = Text()
+    body.append(mode.summary + "\n", style="bold")
+    for paragraph in mode.paragraphs:
+        body.append("\n" + paragraph + "\n")
+    if mode.pitfall:
+        body.append("\nThe seed's common mistake: ", style="bold magenta")
+        body.append(mode.pitfall + "\n", style="magenta")
+    body.append(f"\nScenario {scenario.name}: ", style="bold")
+    body.append(scenario.story)
+    console.print(Panel(body, title=f"failure mode: {mode.name}", title_align="left",
+                        border_style="cyan"))
+
+
+def _conclude(console: Console, result: DemoResult) -> None:
+    console.rule("what it showed")
+    caught = sorted({f.property for f in result.caught}, key=lambda p: int(p[1:]))
+    flawed = Text("with the flaw: ", style="bold") + Text(
+        result.flawed.verdict.upper(), style="bold red" if result.flawed.verdict == "fail"
+        else "bold green")
+    flawed.append(f"  caught as {', '.join(caught)} ({len(result.flawed.findings)} findings)"
+                  if caught else "  the flaw was not caught as what it breaks "
+                  f"({', '.join(result.mode.flaw.properties)})")
+    fixed = Text("with the fix:  ", style="bold") + Text(
+        result.fixed.verdict.upper(), style="bold green" if result.fixed.verdict == "pass"
+        else "bold red")
+    if result.fixed.findings:
+        found = ", ".join(sorted({f.property for f in result.fixed.findings}))
+        fixed.append(f"  the correct server has findings too: {found}")
+    console.print(flawed)
+    console.print(fixed)
+    console.print(Text("report: ", style="bold") + Text(str(result.page)))

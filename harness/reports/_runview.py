@@ -1,0 +1,204 @@
+"""What the HTML page shows of a run, computed once: the verdict, the scenarios-by-properties
+table, and each finding with its plain explanation and its diagram.
+
+A view model and nothing more: it reads the ``RunResult`` the checker produced and decides only
+presentation (order, anchors, colours); the verdicts are the checker's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from harness._analysis import View, describe_identity
+from harness._checker import PROPERTIES
+from harness._durations import format_duration
+from harness._findings import Finding, Note, klass_of
+from harness._nemesis import FAULTS
+from harness._outcomes import RunResult, ScenarioOutcome
+from harness.reports._explain import KLASS_MEANING, Explanation, explain
+from harness.reports._sequence import Diagram, finding_diagram, sequence_diagram
+
+__all__ = ["DIAGRAMS_PER_KIND", "Cell", "FindingView", "PropertyColumn", "RunView", "ScenarioRow",
+           "counterpart", "run_view"]
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyColumn:
+    id: str
+    title: str
+    klass: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One scenario's verdict on one property; ``exercised`` when the scenario is about it."""
+
+    verdict: str
+    exercised: bool
+    findings: int = 0
+    anchor: str | None = None
+
+    @property
+    def css(self) -> str:
+        if self.verdict == "pass" and not self.exercised:
+            return "quiet"
+        return self.verdict.replace("/", "")
+
+    @property
+    def text(self) -> str:
+        if self.verdict == "fail":
+            return f"✗ {self.findings}" if self.findings > 1 else "✗"
+        if self.verdict == "pass":
+            return "✓" if self.exercised else "·"
+        return "?" if self.verdict == "unknown" else "\u2013"
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioRow:
+    name: str
+    verdict: str
+    reason: str | None
+    requests: int
+    seconds: float
+    cells: tuple[Cell, ...]
+    anchor: str
+
+
+#: Findings of one property in one scenario drawn in full; a load run can have thousands, and
+#: nobody reads the thousandth diagram, so the rest are listed without one.
+DIAGRAMS_PER_KIND = 10
+
+
+@dataclass(frozen=True, slots=True)
+class FindingView:
+    anchor: str
+    scenario: str
+    finding: Finding
+    title: str
+    plain: Explanation
+    klass_meaning: str
+    diagram: Diagram | None
+    faults: tuple[tuple[str, str], ...]
+    elided: bool = False
+
+
+@dataclass(frozen=True)
+class RunView:
+    target: str
+    verdict: str
+    seed: int
+    started_at: str
+    duration: str
+    complete: bool
+    counts: dict[str, int]
+    safety: int
+    conformance: int
+    properties: tuple[PropertyColumn, ...]
+    rows: tuple[ScenarioRow, ...]
+    findings: tuple[FindingView, ...]
+    notes: tuple[tuple[str, Note], ...]
+    prefix: str
+
+    @property
+    def by_property(self) -> list[tuple[PropertyColumn, int]]:
+        """Each property with findings, and how many, in id order."""
+        found = Counter(f.finding.property for f in self.findings)
+        return [(p, found[p.id]) for p in self.properties if found[p.id]]
+
+    @property
+    def headline(self) -> str:
+        if self.verdict == "pass":
+            held = self.counts.get("pass", 0)
+            return f"every property held in {held} scenario{'s' if held != 1 else ''}"
+        found = len(self.findings)
+        return (f"{found} finding{'s' if found != 1 else ''}: {self.safety} safety, "
+                f"{self.conformance} conformance")
+
+
+def run_view(result: RunResult, *, prefix: str = "") -> RunView:
+    """The page's view of ``result``; ``prefix`` keeps anchors apart when a page shows two runs."""
+    replay_header = result.target.promises.replay_header
+    findings: list[FindingView] = []
+    anchors: dict[tuple[str, str], str] = {}
+    for outcome in result.outcomes:
+        drawn: Counter[str] = Counter()
+        for finding in outcome.findings:
+            anchor = f"{prefix}finding-{len(findings) + 1}"
+            anchors.setdefault((outcome.name, finding.property), anchor)
+            drawn[finding.property] += 1
+            findings.append(_finding_view(anchor, outcome, finding, replay_header,
+                                          draw=drawn[finding.property] <= DIAGRAMS_PER_KIND))
+    findings.sort(key=lambda f: f.finding.klass != "safety")  # stable: scenario order stays
+    columns = tuple(PropertyColumn(pid, PROPERTIES[pid].title, klass_of(pid))
+                    for pid in PROPERTIES.ids())
+    rows = tuple(_row(outcome, columns, anchors, prefix) for outcome in result.outcomes)
+    counts = Counter(o.verdict for o in result.outcomes)
+    return RunView(
+        target=result.target.name,
+        verdict=result.verdict,
+        seed=result.seed,
+        started_at=result.started_at.replace("T", " ").replace("+00:00", " UTC"),
+        duration=format_duration(result.seconds),
+        complete=result.complete,
+        counts={v: counts.get(v, 0) for v in ("pass", "fail", "unknown", "n/a")},
+        safety=sum(1 for f in findings if f.finding.klass == "safety"),
+        conformance=sum(1 for f in findings if f.finding.klass == "conformance"),
+        properties=columns,
+        rows=rows,
+        findings=tuple(findings),
+        notes=tuple((o.name, n) for o in result.outcomes for n in o.notes),
+        prefix=prefix,
+    )
+
+
+def _finding_view(anchor: str, outcome: ScenarioOutcome, finding: Finding,
+                  replay_header: str | None, *, draw: bool) -> FindingView:
+    diagram = (finding_diagram(finding, outcome.events, replay_header=replay_header) if draw
+               else None)
+    faults = tuple((name, FAULTS[name].summary if name in FAULTS else "")
+                   for name in (diagram.faults if diagram else ()))
+    title = PROPERTIES[finding.property].title if finding.property in PROPERTIES.ids() else ""
+    return FindingView(anchor, outcome.name, finding, title, explain(finding.property),
+                       KLASS_MEANING[finding.klass], diagram, faults, elided=not draw)
+
+
+def _row(outcome: ScenarioOutcome, columns: tuple[PropertyColumn, ...],
+         anchors: dict[tuple[str, str], str], prefix: str) -> ScenarioRow:
+    check = outcome.check
+    found = Counter(f.property for f in outcome.findings)
+    cells = []
+    for column in columns:
+        if outcome.verdict == "n/a" or check is None or column.id not in check.results:
+            cells.append(Cell("n/a", column.id in outcome.properties))
+            continue
+        cells.append(Cell(check.results[column.id].verdict, column.id in outcome.properties,
+                          found.get(column.id, 0), anchors.get((outcome.name, column.id))))
+    requests = sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke")
+    return ScenarioRow(outcome.name, outcome.verdict, outcome.reason, requests, outcome.seconds,
+                       tuple(cells), f"{prefix}scenario-{outcome.name}")
+
+
+def counterpart(flawed: RunResult, fixed: RunResult) -> Diagram | None:
+    """The fixed run's story of the key behind the flawed run's first finding.
+
+    Both runs played the same scenario with the same seed, so the n-th key of one is the n-th
+    key of the other: the diagram shows what the correct server did where the flawed one failed.
+    """
+    for outcome in flawed.outcomes:
+        for finding in outcome.findings:
+            keyed = [describe_identity(i) for i, _ in View(outcome.events).keyed()]
+            other = next((o for o in fixed.outcomes if o.name == outcome.name), None)
+            if finding.key not in keyed or other is None:
+                continue
+            view = View(other.events)
+            identities = view.keyed()
+            position = keyed.index(finding.key)
+            if position >= len(identities):
+                return None
+            identity, attempts = identities[position]
+            seen = view.effects.get(identity)
+            cited = view.evidence(attempts, *([seen.index] if seen else []))
+            return sequence_diagram(other.events, cited,
+                                    replay_header=fixed.target.promises.replay_header)
+    return None

@@ -1,0 +1,565 @@
+"""A finding's smallest event sequence, laid out as a sequence diagram.
+
+Lanes: the client, Toxiproxy, the server and its store.  Every event the finding cites is a row:
+a request crosses Toxiproxy to the server (or stops there while an upstream fault holds it), its
+answer comes back (or is lost at Toxiproxy while a response fault acts), faults, crashes and clock
+jumps are markers on the lane they act on, and the oracle's count is a ledger box on the store.
+
+Commits are not events, so they are read off the history: a success naming a charge nobody named
+before committed it; a charge that the ledger holds and no answer named was committed by the one
+attempt whose answer was lost, drawn dashed because it is inferred.  Which rows are highlighted
+follows from the finding the checker made (the duplicate commits of a P1, the answer a P3 is
+about), never from a judgement of this module's own.  It lays out; ``sequence.svg.j2`` draws.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Literal
+
+from harness._analysis import Attempt, Identity, View, describe_identity
+from harness._durations import format_duration
+from harness._findings import Finding
+from harness._history import Event
+
+__all__ = ["Band", "Box", "Diagram", "Label", "Lane", "Line", "Row", "finding_diagram",
+           "sequence_diagram"]
+
+LaneName = Literal["client", "toxiproxy", "server", "store"]
+Anchor = Literal["start", "middle", "end"]
+
+LANE_X: dict[LaneName, float] = {"client": 150.0, "toxiproxy": 380.0, "server": 600.0,
+                                 "store": 830.0}
+LANE_TITLES: dict[LaneName, str] = {"client": "client", "toxiproxy": "Toxiproxy",
+                                    "server": "server", "store": "store"}
+WIDTH = 960.0
+TOP = 52.0
+ROW = 30.0
+BOTTOM = 16.0
+CHAR = 6.6  # the width of one 12 px character, near enough to size a box around a label
+
+#: Properties whose finding is a duplicate: every commit after a key's first is highlighted.
+DUPLICATES = frozenset({"P1", "P2", "P6", "P9"})
+#: Toxics that keep a request from the server, or an answer from the client.
+BLOCKING = frozenset({"timeout", "reset_peer", "limit_data"})
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    name: LaneName
+    title: str
+    x: float
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    x1: float
+    x2: float
+    dashed: bool = False
+    arrow: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    x: float
+    text: str
+    anchor: Anchor = "start"
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    x: float
+    width: float
+    text: str
+    bolt: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One event (or one inferred commit), at ``top``; lines and crosses sit at ``y``."""
+
+    kind: str
+    top: float
+    time: str
+    tooltip: str
+    index: int | None = None  # the history event it draws; None for an inferred commit
+    highlight: bool = False
+    lines: tuple[Line, ...] = ()
+    crosses: tuple[float, ...] = ()
+    labels: tuple[Label, ...] = ()
+    boxes: tuple[Box, ...] = ()
+
+    @property
+    def y(self) -> float:
+        return self.top + ROW * 0.66
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A span on one lane: a fault acting on Toxiproxy, or the server down after a crash."""
+
+    kind: Literal["fault", "down"]
+    x: float
+    top: float
+    bottom: float
+    title: str
+
+
+@dataclass(frozen=True)
+class Diagram:
+    title: str
+    width: float
+    height: float
+    lanes: tuple[Lane, ...]
+    rows: tuple[Row, ...]
+    bands: tuple[Band, ...] = ()
+    faults: tuple[str, ...] = ()
+
+    @property
+    def highlighted(self) -> int:
+        return sum(1 for row in self.rows if row.highlight)
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    attempt: Attempt
+    resource: str | None
+    inferred: bool
+    ordinal: int = 0
+
+
+@dataclass
+class _Context:
+    """What the rows need to know about the whole scenario, not only the cited events."""
+
+    view: View
+    replay_header: str | None
+    blocked: set[int] = field(default_factory=set)  # invoke indices held at Toxiproxy
+    lost: set[int] = field(default_factory=set)  # completion indices lost at Toxiproxy
+    commits: dict[int, _Commit] = field(default_factory=dict)  # by the attempt's invoke index
+
+
+def finding_diagram(finding: Finding, events: Sequence[Event], *,
+                    replay_header: str | None = None) -> Diagram | None:
+    """The diagram of ``finding`` over its scenario's ``events``; None when it cites none."""
+    return sequence_diagram(events, finding.events, replay_header=replay_header,
+                            finding=finding)
+
+
+def sequence_diagram(events: Sequence[Event], cited: Iterable[int], *,
+                     replay_header: str | None = None,
+                     finding: Finding | None = None) -> Diagram | None:
+    """The diagram of the ``cited`` events of a scenario's ``events``; what ``finding`` is
+    about is highlighted, and without a finding nothing is."""
+    by_index = {e.index: e for e in events}
+    chosen = [by_index[i] for i in sorted(set(cited)) if i in by_index]
+    if not chosen:
+        return None
+    context = _Context(View(events), replay_header)
+    _mark_faulted_traffic(events, context)
+    identities = _identities(chosen)
+    for identity in identities:
+        for commit in _commits(context, identity):
+            context.commits[commit.attempt.invoke.index] = commit
+
+    rows = _rows(chosen, context, identities, finding)
+    height = TOP + ROW * len(rows) + BOTTOM
+    title = f"{finding.property} {finding.key or ''}" if finding else ", ".join(
+        describe_identity(i) for i in identities)
+    return Diagram(
+        title=title.strip(),
+        width=WIDTH,
+        height=height,
+        lanes=tuple(Lane(name, LANE_TITLES[name], x) for name, x in LANE_X.items()),
+        rows=tuple(rows),
+        bands=tuple(_bands(chosen, rows, height)),
+        faults=tuple(dict.fromkeys(str(e.value.get("fault")) for e in chosen if e.f == "fault")),
+    )
+
+
+# ---- what the history says beyond the cited events ----------------------------------------
+
+
+def _mark_faulted_traffic(events: Sequence[Event], context: _Context) -> None:
+    """Which requests a fault held at Toxiproxy, and which answers it lost there."""
+    active: dict[str, dict[str, object]] = {}
+    at_invoke: dict[int, set[str]] = {}
+    for event in events:
+        name = str(event.value.get("fault"))
+        if event.f == "fault" and event.value.get("where", "client") == "client":
+            active[name] = dict(event.value)
+        elif event.f == "heal":
+            active.pop(name, None)
+        elif event.f == "request" and event.type == "invoke":
+            at_invoke[event.op] = set(active)
+            if any(_blocks(v, "upstream") for v in active.values()):
+                context.blocked.add(event.index)
+        elif event.f == "request" and event.type != "invoke" and event.status is None:
+            acting = at_invoke.get(event.op, set()) | set(active)
+            if any(_blocks(active.get(n, {}), "downstream") for n in acting):
+                context.lost.add(event.index)
+
+
+def _blocks(fault: dict[str, object], stream: str) -> bool:
+    if not fault:
+        return False
+    if "toxic" not in fault:
+        return stream == "upstream"  # the proxy is down: nothing gets through
+    return fault.get("stream") == stream and fault.get("toxic") in BLOCKING
+
+
+def _identities(chosen: Iterable[Event]) -> list[Identity]:
+    found: dict[Identity, None] = {}
+    for event in chosen:
+        if event.f in ("request", "effects"):
+            found.setdefault(event.identity)
+    return list(found)
+
+
+def _is_replay(attempt: Attempt, header: str | None) -> bool:
+    return bool(header and attempt.header(header))
+
+
+def _commits(context: _Context, identity: Identity) -> list[_Commit]:
+    """Which attempts of ``identity`` committed a charge, in the order they did."""
+    attempts = context.view.by_identity.get(identity, [])
+    committed: dict[str, Attempt] = {}
+    for attempt in sorted((a for a in attempts if a.ok and a.resource), key=lambda a: a.end_time):
+        resource = attempt.resource
+        assert resource is not None
+        if resource not in committed and not _is_replay(attempt, context.replay_header):
+            committed[resource] = attempt
+    commits = [_Commit(a, r, inferred=False) for r, a in committed.items()]
+
+    seen = context.view.effects.get(identity)
+    named_elsewhere = [a.resource for a in attempts if a.ok and a.resource]
+    if seen is not None and seen.ids is not None:
+        orphans: list[str | None] = [r for r in dict.fromkeys([*seen.ids, *named_elsewhere])
+                                     if r is not None and r not in committed]
+    elif seen is not None and seen.count is not None:
+        orphans = [None] * max(0, seen.count - len(committed))
+    else:
+        orphans = []
+    unanswered = [a for a in attempts
+                  if (a.completion is None or a.completion.status is None)
+                  and a.invoke.index not in context.blocked
+                  and (a.completion is None or a.completion.error != "connect")]
+    if orphans and len(orphans) == len(unanswered):
+        commits += [_Commit(a, r, inferred=True) for a, r in zip(unanswered, orphans, strict=True)]
+    commits.sort(key=lambda c: c.attempt.end_time if c.attempt.completion
+                 else c.attempt.invoke.time)
+    return [_Commit(c.attempt, c.resource, c.inferred, n) for n, c in enumerate(commits, 1)]
+
+
+# ---- rows --------------------------------------------------------------------------------
+
+
+def _rows(chosen: list[Event], context: _Context, identities: list[Identity],
+          finding: Finding | None) -> list[Row]:
+    start = chosen[0].time
+    processes = {e.process for e in chosen if e.f == "request"}
+    several = len(identities) > 1
+    ours = {i for i in identities
+            if finding is None or finding.key is None or describe_identity(i) == finding.key}
+    marks = _highlights(chosen, context, ours, finding)
+    rows: list[Row] = []
+
+    def add(kind: str, event: Event, *, highlight: bool = False, lines: tuple[Line, ...] = (),
+            crosses: tuple[float, ...] = (), labels: tuple[Label, ...] = (),
+            boxes: tuple[Box, ...] = ()) -> None:
+        rows.append(Row(kind, TOP + ROW * len(rows), _elapsed(event.time - start),
+                        _tooltip(event), event.index, highlight, lines, crosses, labels, boxes))
+
+    attempts = {a.invoke.index: a for a in context.view.attempts}
+    by_completion = {a.completion.index: a for a in context.view.attempts if a.completion}
+    for event in chosen:
+        if event.f == "request" and event.type == "invoke":
+            who = _who(event, several=several, processes=len(processes) > 1)
+            text = _request_text(event, who)
+            if event.index in context.blocked:
+                add("request", event, lines=(Line(LANE_X["client"], LANE_X["toxiproxy"]),),
+                    crosses=(LANE_X["toxiproxy"],),
+                    labels=(Label(LANE_X["client"] + 8, _fit(text + " · held at Toxiproxy",
+                                                             66)),))
+            else:
+                add("request", event, lines=(Line(LANE_X["client"], LANE_X["server"]),),
+                    labels=(Label(LANE_X["client"] + 8, _fit(text, 66)),))
+            commit = context.commits.get(event.index)
+            attempt = attempts.get(event.index)
+            if commit and attempt and (attempt.completion is None
+                                       or attempt.completion.index not in marks.present):
+                rows.append(_commit_row(commit, rows, event.time - start, marks))
+        elif event.f == "request":
+            attempt = by_completion.get(event.index)
+            commit = context.commits.get(attempt.invoke.index) if attempt else None
+            if commit is not None:
+                rows.append(_commit_row(commit, rows, event.time - start, marks))
+            who = _who(event, several=several, processes=len(processes) > 1)
+            shape = _answer(event, who, context, attempt)
+            add(shape.kind, event, highlight=event.index in marks.answers, lines=shape.lines,
+                crosses=shape.crosses, labels=shape.labels)
+        elif event.f == "effects":
+            add("ledger", event, highlight=event.index in marks.ledgers,
+                boxes=(_box("store", _ledger_text(event, several)),))
+        elif event.f in ("fault", "heal"):
+            lane: LaneName = "store" if event.value.get("where") == "store" else "toxiproxy"
+            name = str(event.value.get("fault"))
+            text = name if event.f == "fault" else f"healed {name}"
+            add(event.f, event, boxes=(_box(lane, text, bolt=event.f == "fault"),))
+        elif event.f == "crash":
+            add("crash", event, boxes=(_box("server", f"crash ({event.value.get('how', '?')})",
+                                            bolt=True),))
+        elif event.f == "restart":
+            add("restart", event, boxes=(_box("server", "restart"),))
+        elif event.f == "clock":
+            seconds = float(event.value.get("seconds", 0.0))
+            add("clock", event, boxes=(_box("server", f"clock +{format_duration(seconds)}"),))
+        elif event.f == "store-size":
+            add("size", event, highlight=event.index in marks.sizes,
+                boxes=(_box("store", f"key table: {event.value.get('rows', '?')} rows"),))
+    return rows
+
+
+def _commit_row(commit: _Commit, rows: list[Row], elapsed: float, marks: _Marks) -> Row:
+    ordinal = ORDINALS[commit.ordinal - 1] if commit.ordinal <= len(ORDINALS) else (
+        f"#{commit.ordinal}")
+    resource = _short(commit.resource) if commit.resource else "a charge"
+    text = f"{ordinal} charge: {resource}" if commit.ordinal > 1 else f"commit {resource}"
+    if commit.inferred:
+        text += " (answer lost)"
+    tooltip = (f"the server committed {commit.resource or 'a charge'}"
+               + (" (inferred: the ledger holds a charge no answer named)" if commit.inferred
+                  else ""))
+    return Row("commit", TOP + ROW * len(rows), _elapsed(elapsed), tooltip, None,
+               highlight=commit.attempt.invoke.index in marks.commits,
+               lines=(Line(LANE_X["server"], LANE_X["store"], dashed=commit.inferred),),
+               labels=(Label(LANE_X["server"] + 8, _fit(text, 36)),))
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    kind: str
+    lines: tuple[Line, ...]
+    labels: tuple[Label, ...]
+    crosses: tuple[float, ...] = ()
+
+
+def _answer(event: Event, who: str, context: _Context, attempt: Attempt | None) -> _Shape:
+    """An answer's arrow; one that never came shows where it was lost."""
+    client, proxy, server = LANE_X["client"], LANE_X["toxiproxy"], LANE_X["server"]
+    if event.status is not None:
+        text = who + _status_text(event, attempt, context.replay_header)
+        return _Shape("answer", (Line(server, client),), (Label(client + 8, _fit(text, 66)),))
+    reason = event.error or "no answer"
+    if event.error == "connect":
+        return _Shape("lost", (Line(proxy, client, dashed=True),),
+                      (Label(client + 8, f"{who}refused: could not connect"),), (proxy,))
+    if event.index in context.lost:
+        return _Shape("lost", (Line(server, proxy, arrow=False), Line(proxy, client, dashed=True)),
+                      (Label(client + 8, f"{who}no answer: {reason}"),
+                       Label(proxy + 12, "response lost here")), (proxy,))
+    if attempt is not None and attempt.invoke.index in context.blocked:
+        return _Shape("lost", (Line(proxy, client, dashed=True),),
+                      (Label(client + 8, f"{who}no answer: {reason}"),))
+    return _Shape("lost", (Line(server, client, dashed=True),),
+                  (Label(client + 8, f"{who}no answer: {reason}"),), (server,))
+
+
+def _status_text(event: Event, attempt: Attempt | None, replay_header: str | None) -> str:
+    status = event.status
+    assert status is not None
+    if event.resource:
+        text = f"{status} · {_short(event.resource)}"
+    else:
+        try:
+            text = f"{status} {HTTPStatus(status).phrase}"
+        except ValueError:
+            text = str(status)
+        code = _error_code(event.body)
+        if code:
+            text += f" · {code}"
+    if attempt is not None and _is_replay(attempt, replay_header):
+        text += " · replay"
+    return text
+
+
+def _error_code(body: str | None) -> str | None:
+    """The ``error`` (or ``status``) field of a JSON error body, the words a person reads."""
+    if not body:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        for name in ("error", "status", "code"):
+            if isinstance(data.get(name), str):
+                return str(data[name])
+    return None
+
+
+# ---- highlights --------------------------------------------------------------------------
+
+
+@dataclass
+class _Marks:
+    present: set[int] = field(default_factory=set)  # indices of the cited events
+    commits: set[int] = field(default_factory=set)  # invoke indices whose commit is marked
+    answers: set[int] = field(default_factory=set)
+    ledgers: set[int] = field(default_factory=set)
+    sizes: set[int] = field(default_factory=set)
+
+
+def _highlights(chosen: list[Event], context: _Context, ours: set[Identity],
+                finding: Finding | None) -> _Marks:
+    """The rows that show what the finding says: the duplicate, or the wrong answer."""
+    marks = _Marks(present={e.index for e in chosen})
+    if finding is None:
+        return marks
+    view = context.view
+    cited = [a for a in view.attempts if a.identity in ours and (
+        a.invoke.index in marks.present
+        or (a.completion is not None and a.completion.index in marks.present))]
+    if finding.property in DUPLICATES:
+        marks.commits = {c.attempt.invoke.index for c in context.commits.values()
+                         if c.attempt.identity in ours and c.ordinal > 1}
+        for identity in ours:
+            seen = view.effects.get(identity)
+            if seen is None or seen.count is None or seen.index not in marks.present:
+                continue
+            answered = any(a.ok for a in view.by_identity.get(identity, []))
+            if seen.count > 1 or (seen.count == 0 and answered):
+                marks.ledgers.add(seen.index)
+    if finding.property == "P2":
+        for attempt in cited:
+            seen = view.effects.get(attempt.identity)
+            if (attempt.ok and attempt.resource and seen is not None and seen.ids is not None
+                    and attempt.resource not in seen.ids and attempt.completion is not None):
+                marks.answers.add(attempt.completion.index)
+    if finding.property == "P8":  # every answer that is not the tenant's own charge
+        for attempt in cited:
+            seen = view.effects.get(attempt.identity)
+            own = bool(attempt.ok and attempt.resource and seen is not None
+                       and seen.ids is not None and attempt.resource in seen.ids)
+            if attempt.completion is not None and attempt.answered and not own:
+                marks.answers.add(attempt.completion.index)
+            if seen is not None and seen.count == 0 and seen.index in marks.present:
+                marks.ledgers.add(seen.index)
+    if finding.property == "P11":
+        marks.sizes = {e.index for e in chosen if e.f == "store-size"}
+    if not (marks.commits or marks.answers or marks.ledgers or marks.sizes):
+        replied = [a for a in cited if a.completion is not None
+                   and a.completion.index in marks.present]
+        if replied:
+            latest = max(replied, key=lambda a: a.invoke.time)
+            assert latest.completion is not None
+            marks.answers.add(latest.completion.index)
+    return marks
+
+
+# ---- text --------------------------------------------------------------------------------
+
+
+def _who(event: Event, *, several: bool, processes: bool) -> str:
+    """Who sent it, when the diagram has more than one sender: the tenant (or key) when
+    several identities share it, else the client process."""
+    if several:
+        return f"{_short_tenant(event.tenant) if event.tenant else (event.key or 'no key')} · "
+    return f"{event.process} · " if processes else ""
+
+
+def _short_tenant(tenant: str) -> str:
+    return tenant.split("-", 1)[0] if "-" in tenant else _fit(tenant, 12)
+
+
+def _request_text(event: Event, who: str) -> str:
+    parts = [f"{who}{event.method or '?'} {event.path or ''}".rstrip()]
+    if event.attempt is not None:
+        parts.append(f"attempt {event.attempt}")
+    if event.key is None:
+        parts.append("no key")
+    if event.label:
+        parts.append(event.label)
+    return " · ".join(parts)
+
+
+def _ledger_text(event: Event, several: bool) -> str:
+    owner = f" {_short_tenant(event.tenant)}" if several and event.tenant else ""
+    if event.type != "ok":
+        return f"ledger{owner}: unknown"
+    count = event.value.get("count")
+    return f"ledger{owner}: {count} charge{'' if count == 1 else 's'}"
+
+
+def _short(resource: str) -> str:
+    return resource if len(resource) <= 14 else resource[:12] + "…"
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _elapsed(seconds: float) -> str:
+    return f"+{seconds:.2f}s" if seconds < 100 else f"+{format_duration(seconds)}"
+
+
+def _tooltip(event: Event) -> str:
+    """Everything the event recorded, for the row's hover text."""
+    lines = [f"event {event.index}: {event.f} {event.type} by {event.process} "
+             f"at {event.time:.3f}s"]
+    for name in ("tenant", "key", "attempt", "label", "method", "path", "status", "resource",
+                 "error"):
+        value = getattr(event, name)
+        if value is not None:
+            lines.append(f"{name}: {value}")
+    if event.headers:
+        lines.append("headers: " + ", ".join(f"{k}: {v}" for k, v in event.headers.items()))
+    if event.body:
+        lines.append("body: " + _fit(event.body, 300))
+    if event.value:
+        lines.append("value: " + _fit(json.dumps(dict(event.value), sort_keys=True), 300))
+    return "\n".join(lines)
+
+
+def _box(lane: LaneName, text: str, *, bolt: bool = False) -> Box:
+    width = len(text) * CHAR + (34 if bolt else 20)
+    x = min(max(LANE_X[lane] - width / 2, 4.0), WIDTH - width - 4)
+    return Box(x, width, text, bolt)
+
+
+# ---- bands -------------------------------------------------------------------------------
+
+
+def _bands(chosen: list[Event], rows: list[Row], height: float) -> list[Band]:
+    """Fault windows on their lane and the server's downtime, from their rows to their end."""
+    tops = {row.index: row.top for row in rows if row.index is not None}
+    bottom = height - BOTTOM
+    bands: list[Band] = []
+    open_faults: dict[str, tuple[Event, float]] = {}
+    down: float | None = None
+    for event in chosen:
+        top = tops.get(event.index, bottom)
+        name = str(event.value.get("fault"))
+        if event.f == "fault":
+            open_faults[name] = (event, top + ROW / 2)
+        elif event.f == "heal" and name in open_faults:
+            started, begin = open_faults.pop(name)
+            bands.append(_fault_band(started, begin, top + ROW / 2))
+        elif event.f == "crash":
+            down = top + ROW / 2
+        elif event.f == "restart" and down is not None:
+            bands.append(Band("down", LANE_X["server"], down, top + ROW / 2, "server down"))
+            down = None
+    bands += [_fault_band(e, begin, bottom) for e, begin in open_faults.values()]
+    if down is not None:
+        bands.append(Band("down", LANE_X["server"], down, bottom, "server down"))
+    return bands
+
+
+def _fault_band(event: Event, top: float, bottom: float) -> Band:
+    lane: LaneName = "store" if event.value.get("where") == "store" else "toxiproxy"
+    return Band("fault", LANE_X[lane], top, bottom, f"{event.value.get('fault')} acting")
