@@ -1,0 +1,1 @@
+"""A minimal Django charge service behind django-idempotency-key: a target for idem-harness."""

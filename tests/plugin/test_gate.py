@@ -1,0 +1,89 @@
+"""``pytest --idem-target``: one test per scenario and one for the explorer, findings with their
+shortest story, markers that select scenarios, profiles that decide what a missing service
+means, and nothing at all without the options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scenarios import CATALOG
+from tests.plugin.conftest import flawed_reference
+
+#: The tests a target gets: one per scenario, and the explorer's.
+TESTS = len(CATALOG) + 1
+
+
+def test_without_its_options_the_plugin_adds_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_own():\n    assert True\n")
+    result = pytester.runpytest("-q")
+    result.assert_outcomes(passed=1)
+    markers = pytester.runpytest("--markers")
+    markers.stdout.fnmatch_lines(["@pytest.mark.idem_scenario*", "@pytest.mark.idem_key_reuse: *"])
+
+
+def test_markers_select_scenarios_and_a_correct_target_passes(gate: pytest.Pytester) -> None:
+    result = gate.runpytest_subprocess(
+        "--idem-reference", "--idem-report-dir=out", "--idem-seed=3", "-v",
+        "-m", "idem_scenario(name='missing-key') or idem_tenant_collision",
+    )
+    result.assert_outcomes(passed=2, deselected=TESTS - 2)
+    result.stdout.fnmatch_lines(["*idem-harness?reference-server?::missing-key PASSED*",
+                                 "*idem-harness?reference-server?::tenant-collision PASSED*"])
+    saved = json.loads((gate.path / "out" / "reference-server" / "results.json").read_text())
+    assert [s["name"] for s in saved["scenarios"]] == ["missing-key", "tenant-collision"]
+    assert saved["seed"] == 3 and saved["complete"]
+
+
+def test_a_finding_fails_with_its_story_and_a_missing_hook_skips(gate: pytest.Pytester) -> None:
+    target = flawed_reference(gate.path, "no-body-hash")
+    result = gate.runpytest_subprocess(f"--idem-target={target}", "-k", "key-reuse or late-retry",
+                                       "-rs")
+    result.assert_outcomes(failed=1, skipped=1, deselected=TESTS - 2)
+    result.stdout.fnmatch_lines([
+        "*idem-harness: scenario key-reuse against reference-no-body-hash: fail*",
+        "P4 conformance *",
+        "  shortest story:",
+        '    state = IdempotencyMachine(target="reference-no-body-hash")',
+        "    state.send(key=k1, body=b1) * -> 201 *",
+        "*state.teardown()",
+        "  reproduce: curl -i -X POST *",
+        "SKIPPED*reference-no-body-hash.toml: late-retry: *lacks a clock hook*",
+    ])
+
+
+@pytest.mark.parametrize(("profile", "outcome"), [("dev", "skipped"), ("ci", "failed")])
+def test_a_missing_service_skips_in_dev_and_fails_in_ci(
+    gate: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, profile: str, outcome: str
+) -> None:
+    monkeypatch.setenv("TOXIPROXY_URL", "http://127.0.0.1:9")  # the discard port: nobody answers
+    result = gate.runpytest("--idem-reference", f"--idem-profile={profile}", "-rs",
+                            "-m", "idem_missing_key")
+    result.assert_outcomes(**{outcome: 1}, deselected=TESTS - 1)
+    result.stdout.fnmatch_lines(["*Toxiproxy is unavailable*"])
+
+
+def test_a_bad_target_file_or_profile_is_a_usage_error(gate: pytest.Pytester) -> None:
+    result = gate.runpytest("--idem-target=missing.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*missing.toml: 1 problem(s) in the target file",
+                                 "*the file does not exist"])
+    result = gate.runpytest("--idem-reference", "--idem-profile=fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown profile 'fast'*"])
+
+
+def test_the_explorer_is_one_more_test_with_a_budget(gate: pytest.Pytester) -> None:
+    listed = gate.runpytest("--idem-reference", "--idem-explore-examples=0", "--collect-only")
+    listed.stdout.fnmatch_lines([f"*{len(CATALOG)} tests collected*"])
+    result = gate.runpytest_subprocess("--idem-reference", "--idem-explore-examples=2",
+                                       "--idem-seed=1", "--idem-report-dir=out",
+                                       "-m", "idem_explore")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, result.stdout.str()
+    assert outcomes["deselected"] == len(CATALOG)
+    saved = json.loads((gate.path / "out" / "reference-server" / "explore" / "results.json")
+                       .read_text())
+    assert saved["extra"]["explore"]["max_examples"] == 2
+    assert [s["name"] for s in saved["scenarios"]] == ["explore"]

@@ -1,0 +1,38 @@
+"""The third-party example targets, installed (fast when already done: each install script
+keeps a stamp) before their tests.  A missing tool (node, npm, redis-server) or an unreachable
+registry skips those tests outside CI, saying why; under ``CI=true`` it fails them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness._profiles import get_profile
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "targets"
+INSTALLERS = {
+    "express-idempotency": [str(EXAMPLES / "express-idempotency" / "install.sh")],
+    "django-idempotency-key": [str(EXAMPLES / "django-idempotency-key" / "install.sh"),
+                               "--python", sys.executable],
+}
+
+
+def install(name: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(INSTALLERS[name], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def examples_installed() -> list[Path]:
+    """Every example installed; the target files of all of them."""
+    for name in INSTALLERS:
+        done = install(name)
+        if done.returncode != 0:
+            problem = f"cannot install the {name} example:\n{done.stderr.strip()}"
+            if get_profile().require_services:
+                pytest.fail(f"{problem}\n(CI=true: a missing tool is a failure, not a skip)",
+                            pytrace=False)
+            pytest.skip(problem)
+    return sorted(EXAMPLES.glob("*.toml"))
