@@ -1,0 +1,42 @@
+"""The explorer: Hypothesis draws stories of requests, retries, reused keys, bursts, faults,
+clock jumps and crashes against a target, the checker judges each after every step, and a
+failing story is shrunk to its shortest form, printed, saved and replayable.
+
+It drives the target through the same context, recording client, nemesis and checker as the
+scenarios; it never judges anything itself.  docs/explorer.md tells the whole story.
+"""
+
+from harness.explore._actions import Action
+from harness.explore._explorer import (
+    DEFAULT_SHRINK_SECONDS,
+    DEFAULT_STEPS,
+    Exploration,
+    ExploreConfig,
+    explore,
+    hypothesis_settings,
+)
+from harness.explore._keys import KeyPlan
+from harness.explore._replay import Replay, ReplayConfig, replay
+from harness.explore._report import replay_line
+from harness.explore._story import Story, StoryStep, load_story, render_story
+from harness.explore._validity import problems_with
+
+__all__ = [
+    "DEFAULT_SHRINK_SECONDS",
+    "DEFAULT_STEPS",
+    "Action",
+    "Exploration",
+    "ExploreConfig",
+    "KeyPlan",
+    "Replay",
+    "ReplayConfig",
+    "Story",
+    "StoryStep",
+    "explore",
+    "hypothesis_settings",
+    "load_story",
+    "problems_with",
+    "render_story",
+    "replay",
+    "replay_line",
+]

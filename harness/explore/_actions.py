@@ -1,0 +1,200 @@
+"""The operations a story is made of, as plain data.
+
+The state machine draws them, the world performs them, a story file stores them and ``replay``
+reads them back: one vocabulary for all four, so a saved story is exactly what ran.  Each
+action prints as the Hypothesis-style call a reader sees in the story
+(``o1 = state.request(k1, tenant='a', body={...})``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.explore._keys import KeyPlan
+
+__all__ = [
+    "Action",
+    "Burst",
+    "Change",
+    "Clock",
+    "Crash",
+    "FaultOff",
+    "FaultOn",
+    "Keyless",
+    "NewRequest",
+    "Retry",
+    "Reuse",
+    "Slow",
+    "Spelling",
+    "StepKind",
+    "kind_of",
+    "short_json",
+]
+
+#: How a retry writes the same JSON: as sent, keys reversed, reversed and re-indented, or with
+#: every non-ASCII character escaped.  All four are the same request (P4).
+Spelling = Literal["as-sent", "keys-reversed", "reindented", "escaped"]
+Change = Literal["body", "path", "method"]
+StepKind = Literal["request", "retry", "reuse", "burst", "keyless", "fault", "heal", "clock",
+                   "crash"]
+
+_BODY_SHOWN = 72
+
+
+def short_json(value: Any) -> str:
+    """A body as a reader wants it in one line: compact, cut after a few dozen characters."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= _BODY_SHOWN else text[: _BODY_SHOWN - 1] + "…"
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NewRequest(_Action):
+    """A new operation: a request with a key the story has not sent before in this tenant."""
+
+    op: Literal["request"] = "request"
+    id: str
+    tenant: str
+    key: KeyPlan
+    body: Any
+
+    def text(self) -> str:
+        return (f"{self.id} = state.request({self.key.name}, tenant={self.tenant!r}, "
+                f"body={short_json(self.body)})")
+
+
+class Retry(_Action):
+    """The same request again, with the same key: it must be answered from the stored response."""
+
+    op: Literal["retry"] = "retry"
+    id: str
+    spelling: Spelling = "as-sent"
+
+    def text(self) -> str:
+        how = "" if self.spelling == "as-sent" else f", spelling={self.spelling!r}"
+        return f"state.retry({self.id}{how})"
+
+
+class Reuse(_Action):
+    """The key of an earlier operation with another body, path or method: it must get 422."""
+
+    op: Literal["reuse"] = "reuse"
+    id: str
+    change: Change
+    body: Any = None
+    path: str | None = None
+    method: str | None = None
+
+    def text(self) -> str:
+        shown = {"body": f"body={short_json(self.body)}", "path": f"path={self.path!r}",
+                 "method": f"method={self.method!r}"}[self.change]
+        return f"state.reuse({self.id}, {shown})"
+
+
+class Burst(_Action):
+    """A new operation sent as several identical requests released at the same instant."""
+
+    op: Literal["burst"] = "burst"
+    id: str
+    tenant: str
+    key: KeyPlan
+    copies: int = Field(ge=2, le=16)
+    body: Any
+
+    def text(self) -> str:
+        return (f"{self.id} = state.burst({self.key.name}, copies={self.copies}, "
+                f"tenant={self.tenant!r}, body={short_json(self.body)})")
+
+
+class Keyless(_Action):
+    """A request without an idempotency key."""
+
+    op: Literal["keyless"] = "keyless"
+    id: str
+    tenant: str
+    body: Any
+
+    def text(self) -> str:
+        return f"{self.id} = state.keyless(tenant={self.tenant!r}, body={short_json(self.body)})"
+
+
+class FaultOn(_Action):
+    """A network fault from ``harness.FAULTS`` switched on until a later ``heal``."""
+
+    op: Literal["fault"] = "fault"
+    fault: str
+
+    def text(self) -> str:
+        return f"state.fault({self.fault!r})"
+
+
+class FaultOff(_Action):
+    op: Literal["heal"] = "heal"
+    fault: str
+
+    def text(self) -> str:
+        return f"state.heal({self.fault!r})"
+
+
+class Clock(_Action):
+    """The target's clock moved forward; ``why`` says where that lands (past the lease...)."""
+
+    op: Literal["clock"] = "clock"
+    seconds: float = Field(gt=0)
+    why: str = ""
+
+    def text(self) -> str:
+        note = f"  # {self.why}" if self.why else ""
+        return f"state.advance_clock({self.seconds:g}){note}"
+
+
+class Crash(_Action):
+    """A new operation during which the target dies at ``point``; then it is restarted."""
+
+    op: Literal["crash"] = "crash"
+    id: str
+    tenant: str
+    key: KeyPlan
+    point: str
+    body: Any
+
+    def text(self) -> str:
+        return (f"{self.id} = state.crash({self.key.name}, point={self.point!r}, "
+                f"tenant={self.tenant!r}, body={short_json(self.body)})")
+
+
+class Slow(_Action):
+    """A new operation whose handler is slowed (the slow hook); it runs on in the background
+    while the next steps happen."""
+
+    op: Literal["slow"] = "slow"
+    id: str
+    tenant: str
+    key: KeyPlan
+    delay_ms: int = Field(gt=0, le=60_000)
+    body: Any
+
+    def text(self) -> str:
+        return (f"{self.id} = state.slow_request({self.key.name}, delay_ms={self.delay_ms}, "
+                f"tenant={self.tenant!r}, body={short_json(self.body)})")
+
+
+Action = Annotated[
+    NewRequest | Retry | Reuse | Burst | Keyless | FaultOn | FaultOff | Clock | Crash | Slow,
+    Field(discriminator="op"),
+]
+
+_KINDS: dict[str, StepKind] = {"request": "request", "slow": "request", "retry": "retry",
+                               "reuse": "reuse", "burst": "burst", "keyless": "keyless",
+                               "fault": "fault", "heal": "heal", "clock": "clock",
+                               "crash": "crash"}
+
+
+def kind_of(action: Action) -> StepKind:
+    """The step kind a report shows for an action (a slow request is a request)."""
+    return _KINDS[action.op]

@@ -1,0 +1,162 @@
+"""The Hypothesis state machine: rules are the protocol's operations and its faults.
+
+A rule draws values, the planner turns them into an action, the session has the world perform
+it; the invariant hands the history so far to the checker.  Rules exist only for what the
+target offers (a clock hook, a crash hook, a slow hook), so every drawn story can run.
+
+Hypothesis picks evenly among the rules that may run, and switches a random part of them off
+for each example (swarm testing).  An even pick would make a new request as rare as a crash, so
+each operation is registered as many times as its weight: a rule registered four times is
+picked four times as often, and is hardly ever switched off entirely.  That is what makes the
+combinations that matter (a request, a clock jump, then its retry) likely within a budget of a
+few dozen examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from harness._target import Target
+from harness.explore._actions import Action
+from harness.explore._planner import Planner
+from harness.explore._session import Session
+from harness.explore._strategies import Again, Draft, Strategies
+
+__all__ = ["WEIGHTS", "machine_for"]
+
+MAX_BURST = 8
+
+#: How often each operation is drawn, relative to the others.
+WEIGHTS = {"request": 4, "send_again": 4, "time_passes": 3, "slow_request": 2,
+           "retry_while_running": 2, "burst": 1, "keyless": 1, "toggle_fault": 1, "crash": 1}
+
+#: The capability each operation needs from the target, if any.
+NEEDS = {"time_passes": "clock", "crash": "crash", "slow_request": "slow",
+         "retry_while_running": "slow"}
+
+
+class _Machine(RuleBasedStateMachine):
+    """Requests, retries, reuses, bursts, faults, clock jumps and crashes against one target,
+    judged by the checker after every step.  ``machine_for`` adds the rules."""
+
+    session: Session
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan = Planner(self.session.target)
+        self.world = self.session.begin()
+
+    def _do(self, actions: list[Action]) -> None:
+        for action in actions:
+            self.session.act(self.world, action)
+
+    # ---- the operations (registered as rules by ``machine_for``) ---------------------------
+
+    def request(self, draft: Draft) -> None:
+        """A new operation, its key plain or an edge case: the longest allowed, another key in
+        the other letter case, a long common prefix, the same key in the other tenant, or one
+        the target must refuse."""
+        self._do(self.plan.request(draft.tenant, draft.key, draft.body))
+
+    def send_again(self, again: Again) -> None:
+        """An earlier operation's key again: a retry (its JSON maybe respelled) or a reuse with
+        another body, path or method."""
+        self._do(self.plan.again(again.pick, again.how, again.body))
+
+    def burst(self, tenant: str, copies: int, body: Any) -> None:
+        self._do(self.plan.burst(tenant, copies, body))
+
+    def keyless(self, tenant: str, body: Any) -> None:
+        self._do(self.plan.keyless(tenant, body))
+
+    def toggle_fault(self, fault: str) -> None:
+        """Switch ``fault`` on, or heal the one that is on: one fault at a time, so faults
+        come and go within a story instead of piling up."""
+        self._do(self.plan.toggle(fault))
+
+    def time_passes(self, jump: tuple[float, str]) -> None:
+        """The target's clock jumps forward (the rule's name sorts it after ``request``, the
+        rule Hypothesis starts from and shrinks towards)."""
+        self._do(self.plan.clock(*jump))
+
+    def retry_while_running(self, late: bool) -> None:
+        """Retry the slowed request while it still runs: at once (it must get 409 or wait),
+        or after the clock has passed its lease (a retry may take the key over, and the slow
+        original must then not commit a second charge)."""
+        self._do(self.plan.retry_running(late))
+
+    def crash(self, tenant: str, point: str, body: Any) -> None:
+        self._do(self.plan.crash(tenant, point, body))
+
+    def slow_request(self, tenant: str, body: Any) -> None:
+        self._do(self.plan.slow(tenant, body))
+
+    # ---- judging ---------------------------------------------------------------------------
+
+    @invariant()
+    def the_checker_finds_nothing(self) -> None:
+        self.session.check_step(self.world)
+
+    def teardown(self) -> None:
+        self.session.finish(self.world)
+
+
+#: ``rule`` with only value strategies (its overloads for bundles do not take a mapping).
+_rule = cast(Callable[..., Callable[[Callable[..., None]], Callable[..., None]]], rule)
+
+
+@dataclass(frozen=True)
+class _Operation:
+    strategies: Mapping[str, st.SearchStrategy[Any]]
+    condition: Callable[[Any], bool] | None = None
+
+
+def _operations(target: Target, draw: Strategies) -> dict[str, _Operation]:
+    return {
+        "request": _Operation({"draft": draw.drafts}),
+        "send_again": _Operation({"again": draw.agains}, lambda m: bool(m.plan.retryable())),
+        "time_passes": _Operation({"jump": st.sampled_from(draw.clock_steps)},
+                                  lambda m: m.plan.database_up()),
+        "burst": _Operation({"tenant": draw.tenants, "copies": st.integers(2, MAX_BURST),
+                             "body": draw.bodies}),
+        "keyless": _Operation({"tenant": draw.tenants, "body": draw.bodies}),
+        "toggle_fault": _Operation({"fault": draw.faults}),
+        # A crash must reach the target: no network fault may stand in its way.
+        "crash": _Operation({"tenant": draw.tenants, "point": st.sampled_from(draw.crash_points),
+                             "body": draw.bodies}, lambda m: not m.plan.faults_on),
+        "slow_request": _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies}),
+        "retry_while_running": _Operation({"late": st.booleans()},
+                                          lambda m: m.plan.running() is not None),
+    }
+
+
+def _copies(name: str, operation: _Operation, weight: int) -> dict[str, Any]:
+    """``weight`` rules that all perform the operation ``name``."""
+    rules: dict[str, Any] = {}
+    for copy in range(weight):
+        def perform(self: _Machine, _name: str = name, **values: Any) -> None:
+            getattr(_Machine, _name)(self, **values)
+
+        perform.__name__ = perform.__qualname__ = name if copy == 0 else f"{name}_{copy + 1}"
+        registered = _rule(**operation.strategies)(perform)
+        if operation.condition is not None:
+            registered = precondition(operation.condition)(registered)
+        rules[perform.__name__] = registered
+    return rules
+
+
+def machine_for(session: Session) -> type[RuleBasedStateMachine]:
+    """The state machine for the session's target; each example gets a fresh world."""
+    target = session.target
+    capabilities = target.capabilities()
+    namespace: dict[str, Any] = {"session": session}
+    for name, operation in _operations(target, Strategies(target)).items():
+        if NEEDS.get(name, "") in capabilities | {""}:
+            namespace.update(_copies(name, operation, WEIGHTS[name]))
+    return cast(type[RuleBasedStateMachine],
+                type("IdempotencyMachine", (_Machine,), namespace))

@@ -1,0 +1,217 @@
+"""The generator's side of a story: which operations and keys exist, which faults are on, and
+how drawn values become actions.
+
+Only drawn data and this bookkeeping decide what happens next, never an answer from the target,
+so one seed always draws the same stories and Hypothesis can replay and shrink them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness._nemesis import FAULTS
+from harness._target import Target
+from harness.explore._actions import (
+    Action,
+    Burst,
+    Change,
+    Clock,
+    Crash,
+    FaultOff,
+    FaultOn,
+    Keyless,
+    NewRequest,
+    Retry,
+    Reuse,
+    Slow,
+    Spelling,
+)
+from harness.explore._bodies import another_body
+from harness.explore._keys import KeyPlan, Shape
+from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
+
+__all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner"]
+
+#: How long a slowed request runs: long enough to outlive the few steps that follow it.
+SLOW_MS = 1500
+#: For how many steps the planner takes a slowed request to be still running.
+RUNNING_STEPS = 3
+
+
+@dataclass(frozen=True)
+class _Operation:
+    id: str
+    tenant: str
+    body: Any
+    reached: bool  # first sent with no fault on: the target surely saw it
+    born: int  # actions drawn before it
+    moved: float  # seconds the clock had been moved before it
+
+
+class Planner:
+    """Turns each drawn rule into its actions, keeping the names a story refers to."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.operations: list[_Operation] = []  # keyed operations a retry or reuse may name
+        self.faults_on: list[str] = []
+        self._keys: list[tuple[str, str]] = []  # (name, tenant) of keys others derive from
+        self._derived: set[tuple[str, str | None]] = set()  # (shape, of) already made
+        self._identities: set[tuple[str, str]] = set()  # (tenant, key name) in use
+        self._ops = 0
+        self._names = 0
+        self._actions = 0
+        self._slowed: list[tuple[str, int]] = []  # (operation, actions drawn before it)
+        self._moved = 0.0  # seconds the story moved the target's clock
+        self._last_crash = -1  # actions drawn before the last crash
+
+    # ---- names -------------------------------------------------------------------------
+
+    def _next_op(self) -> str:
+        self._ops += 1
+        return f"o{self._ops}"
+
+    def _next_key(self) -> str:
+        self._names += 1
+        return f"k{self._names}"
+
+    def _earlier(self, pick: int) -> tuple[str, str] | None:
+        """An earlier key, counted back from the most recent (so shrinking picks the last)."""
+        return self._keys[-1 - pick % len(self._keys)] if self._keys else None
+
+    def _key(self, choice: KeyChoice, tenant: str) -> tuple[KeyPlan, str]:
+        """The key a new request uses, and the tenant (a shared key belongs to the other)."""
+        earlier = self._earlier(choice.pick)
+        if choice.shape == "shared" and earlier is not None:
+            name, owner = earlier
+            other = "b" if owner == "a" else "a"
+            if (other, name) not in self._identities:
+                return KeyPlan(name=name), other
+        twin = choice.shape in ("case-twin", "sibling") and earlier is not None
+        if twin and earlier and (choice.shape, earlier[0]) not in self._derived:
+            self._derived.add((choice.shape, earlier[0]))
+            shape: Shape = "case-twin" if choice.shape == "case-twin" else "sibling"
+            return KeyPlan(name=self._next_key(), shape=shape, of=earlier[0]), tenant
+        if choice.shape == "hostile" and not self.faults_on:  # judged only if answered
+            return KeyPlan(name=self._next_key(), shape="hostile", kind=choice.kind), tenant
+        if choice.shape == "longest":
+            return KeyPlan(name=self._next_key(), shape="longest",
+                           text=choice.text[:1] or "x"), tenant
+        return KeyPlan(name=self._next_key(), shape="plain", text=choice.text), tenant
+
+    def _operation(self, op: str, tenant: str, plan: KeyPlan, body: Any) -> None:
+        self._identities.add((tenant, plan.name))
+        if plan.shape in ("plain", "longest"):
+            self._keys.append((plan.name, tenant))
+        if not plan.hostile:
+            self.operations.append(_Operation(op, tenant, body, not self.faults_on,
+                                              self._actions, self._moved))
+
+    def retryable(self) -> list[_Operation]:
+        """Operations a retry or a reuse may name: all but those a crash may have caught and
+        whose retention has run out since (P9 counts their charges without retention windows,
+        so a late retry, which the contract lets execute again, would read as a duplicate)."""
+        retention = self.target.promises.retention
+        return [o for o in self.operations
+                if not (o.born <= self._last_crash and retention is not None
+                        and self._moved - o.moved > retention)]
+
+    def _target_op(self, pick: int) -> _Operation:
+        retryable = self.retryable()
+        return retryable[-1 - pick % len(retryable)]
+
+    # ---- actions -----------------------------------------------------------------------
+
+    def _drawn(self, *actions: Action) -> list[Action]:
+        self._actions += len(actions)
+        return list(actions)
+
+    def database_up(self) -> bool:
+        """No fault on the target's database: its clock and key-table hooks need it."""
+        return not any(FAULTS[name].where == "store" for name in self.faults_on)
+
+    def running(self) -> str | None:
+        """The latest slowed operation if it started at most ``RUNNING_STEPS`` steps ago: the
+        one a client retrying "while it still runs" names."""
+        if self._slowed and self._actions - self._slowed[-1][1] <= RUNNING_STEPS:
+            return self._slowed[-1][0]
+        return None
+
+    def request(self, tenant: str, choice: KeyChoice, body: Any) -> list[Action]:
+        plan, tenant = self._key(choice, tenant)
+        op = self._next_op()
+        self._operation(op, tenant, plan, body)
+        return self._drawn(NewRequest(id=op, tenant=tenant, key=plan, body=body))
+
+    def again(self, pick: int, how: Spelling | Change, body: Any) -> list[Action]:
+        """A retry in one of the spellings, or a reuse with one change."""
+        reached = [o for o in self.retryable() if o.reached]
+        match how:
+            case "body" | "path" | "method" if reached:
+                return self._drawn(self._reuse(reached[-1 - pick % len(reached)], how, body))
+            case "body" | "path" | "method":
+                return self._drawn(Retry(id=self._target_op(pick).id))
+            case _:
+                return self._drawn(Retry(id=self._target_op(pick).id, spelling=how))
+
+    def retry_running(self, late: bool) -> list[Action]:
+        """Retry the running slowed operation, at once or (``late``, with a clock and a lease)
+        once its lease has run out, when another request may take its key over."""
+        running = self.running()
+        assert running is not None  # the rule's precondition
+        lease = self.target.promises.lease
+        if (late and lease is not None and self.target.hooks.clock is not None
+                and self.database_up()):
+            self._moved += lease + PAST_THE_LEASE
+            return self._drawn(Clock(seconds=lease + PAST_THE_LEASE,
+                                     why="past the lease of the running request"),
+                               Retry(id=running))
+        return self._drawn(Retry(id=running))
+
+    def _reuse(self, original: _Operation, change: Change, body: Any) -> Action:
+        """Reuse a key the target has surely seen: if the first request was lost on its way
+        (a fault was on), the target rightly treats the "reuse" as the first request, and P4
+        cannot tell."""
+        endpoint = self.target.endpoint
+        if change == "path":
+            return Reuse(id=original.id, change="path",
+                         path=endpoint.path.rstrip("/") + "/reuse")
+        if change == "method":
+            # The draft's key is for the non-idempotent methods: POST and PATCH.
+            other = "PATCH" if endpoint.method.upper() == "POST" else "POST"
+            return Reuse(id=original.id, change="method", method=other)
+        return Reuse(id=original.id, change="body", body=another_body(original.body, body))
+
+    def _plain(self, tenant: str, body: Any) -> tuple[str, KeyPlan]:
+        op, plan = self._next_op(), KeyPlan(name=self._next_key(), shape="plain")
+        self._operation(op, tenant, plan, body)
+        return op, plan
+
+    def burst(self, tenant: str, copies: int, body: Any) -> list[Action]:
+        op, plan = self._plain(tenant, body)
+        return self._drawn(Burst(id=op, tenant=tenant, key=plan, copies=copies, body=body))
+
+    def keyless(self, tenant: str, body: Any) -> list[Action]:
+        return self._drawn(Keyless(id=self._next_op(), tenant=tenant, body=body))
+
+    def toggle(self, fault: str) -> list[Action]:
+        """Heal the fault that is on, or else switch ``fault`` on."""
+        if self.faults_on:
+            return self._drawn(FaultOff(fault=self.faults_on.pop()))
+        self.faults_on.append(fault)
+        return self._drawn(FaultOn(fault=fault))
+
+    def clock(self, seconds: float, why: str) -> list[Action]:
+        self._moved += seconds
+        return self._drawn(Clock(seconds=seconds, why=why))
+
+    def crash(self, tenant: str, point: str, body: Any) -> list[Action]:
+        self._last_crash = self._actions
+        op, plan = self._plain(tenant, body)
+        return self._drawn(Crash(id=op, tenant=tenant, key=plan, point=point, body=body))
+
+    def slow(self, tenant: str, body: Any) -> list[Action]:
+        op, plan = self._plain(tenant, body)
+        self._slowed.append((op, self._actions))
+        return self._drawn(Slow(id=op, tenant=tenant, key=plan, delay_ms=SLOW_MS, body=body))

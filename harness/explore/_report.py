@@ -1,0 +1,49 @@
+"""An exploration or a replay as a run result, so every report handler renders it unchanged.
+
+The explorer is one scenario in the run's terms: ``explore`` with the failing story's history
+and its findings, or nothing at all when no story failed.  Each finding's reproduction is the
+``idem-harness replay`` line, because the story, not one request, is what reproduces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from harness._checker import PROPERTIES, CheckResult, PropertyResult
+from harness._findings import Verdict
+from harness._outcomes import ScenarioOutcome
+from harness.explore._failure import Failure
+from harness.explore._scenario import EXPLORER
+
+__all__ = ["outcome_of", "replay_line"]
+
+
+def replay_line(story_path: Path | None) -> str:
+    return f"idem-harness replay {story_path}" if story_path is not None else ""
+
+
+def _with_replay(check: CheckResult, line: str) -> CheckResult:
+    results = {
+        pid: PropertyResult(r.property, r.verdict,
+                            tuple(replace(f, reproduce=line) for f in r.findings), r.notes,
+                            r.reason)
+        for pid, r in check.results.items()
+    }
+    return CheckResult(results, [replace(f, reproduce=line) for f in check.findings],
+                       check.notes)
+
+
+def outcome_of(failure: Failure | None, *, undecided: list[str], seconds: float,
+               story_path: Path | None, name: str = EXPLORER.name) -> ScenarioOutcome:
+    """The scenario outcome for a failing story, or for a run in which none failed."""
+    properties = tuple(PROPERTIES.ids())
+    if failure is None:
+        verdict: Verdict = "unknown" if undecided else "pass"
+        reason = ("the checker could not decide: " + "; ".join(sorted(set(undecided))[:3])
+                  if undecided else None)
+        return ScenarioOutcome(name, verdict, properties, reason=reason, seconds=seconds)
+    check = _with_replay(failure.check, replay_line(story_path)) if failure.check else None
+    verdict = "fail" if check and check.findings else "unknown"
+    return ScenarioOutcome(name, verdict, properties, check, failure.error, failure.events,
+                           seconds)

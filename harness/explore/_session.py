@@ -1,0 +1,145 @@
+"""What every example of one exploration (or one replay) shares: the running deployment, the
+counts the report needs, and the shortest failing story seen so far.
+
+Findings are data, but Hypothesis learns that an example failed only from an exception, so a
+finding becomes a ``StoryFailed`` for as long as Hypothesis needs it and data again afterwards:
+the session keeps each failing world's steps, history and verdict, and the explorer reports the
+shortest of them.  The exception's class names the property that broke first (``P1Broken``...),
+because Hypothesis tells failures apart by class: it shrinks each broken property's story on
+its own, rather than trading one for another on the way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from harness._checker import PROPERTIES, CheckResult
+from harness._deployment import Deployment
+from harness._errors import HarnessError
+from harness._history import Event
+from harness.explore._actions import Action
+from harness.explore._failure import Failure
+from harness.explore._world import World
+
+__all__ = ["AT_THE_END", "STEP_PROPERTIES", "Session", "StoryFailed"]
+
+#: Judged only once the story's clients have settled: "retries after a crash converge" cannot
+#: be judged while a client is still retrying.
+AT_THE_END = frozenset({"P9"})
+#: Judged after every step: a breach there is a breach whatever happens next.
+STEP_PROPERTIES = tuple(p for p in PROPERTIES.ids() if p not in AT_THE_END)
+
+
+class StoryFailed(Exception):
+    """Raised inside Hypothesis when a story fails, so that it shrinks the story.  Not a
+    ``HarnessError``: it never leaves the explorer."""
+
+
+#: One class per property, for the property a story breaks first (safety first).
+_BROKEN: dict[str, type[StoryFailed]] = {
+    pid: type(f"{pid}Broken", (StoryFailed,), {"__doc__": f"A story broke {pid}."})
+    for pid in PROPERTIES.ids()
+}
+
+
+class Session:
+    """Starts each example's world on the shared deployment and keeps what the report needs."""
+
+    def __init__(self, deployment: Deployment, *, retry_horizon: float,
+                 listener: Callable[[Event], None] | None = None) -> None:
+        self.deployment = deployment
+        self.listener = listener  # sees every event of every example (progress)
+        self.target = deployment.target
+        self.retry_horizon = retry_horizon
+        self.started = time.monotonic()
+        self.examples = 0
+        self.first_failure: tuple[int, float] | None = None
+        self.best: Failure | None = None
+        self.undecided: list[str] = []
+        self._failures = 0
+
+    def begin(self) -> World:
+        """A fresh world for the next example (fresh keys, fresh tenants, empty history)."""
+        self.examples += 1
+        for instance in self.deployment.instances:  # a crash may have left one down
+            if not self.deployment.is_running(instance.number):
+                self.deployment.restart(instance.number)
+        world = World(self.deployment, retry_horizon=self.retry_horizon)
+        if self.listener is not None:
+            world.history.subscribe(self.listener)
+        return world
+
+    def play(self, actions: Sequence[Action]) -> World:
+        """Run a fixed story (a replay, a shorter candidate) exactly as an example runs."""
+        world = self.begin()
+        try:
+            for action in actions:
+                self.act(world, action)
+                self.check_step(world)
+            self.finish(world)
+        except StoryFailed:
+            pass  # the world keeps its failure
+        return world
+
+    def act(self, world: World, action: Action) -> None:
+        """Perform a drawn action, unless the story already failed (then its values are still
+        drawn, so every run of the same example draws the same data however the target
+        answered, and Hypothesis can replay it)."""
+        if world.failure is not None:
+            return
+        try:
+            world.step(action)
+        except HarnessError as exc:
+            self._fail(world, None, (), broke_at=len(world.steps),
+                       error=f"the harness could not perform step {len(world.steps)}: {exc}")
+
+    def check_step(self, world: World) -> None:
+        """The invariant: the checker over the history so far, effects collected first."""
+        if world.failure is not None or not world.steps:
+            return
+        events = world.observe()
+        result = world.judge(events, STEP_PROPERTIES)
+        if result.findings:
+            self._fail(world, result, STEP_PROPERTIES, events, broke_at=world.steps[-1].number)
+
+    def finish(self, world: World) -> None:
+        """The end of an example: settle, judge every property, leave the deployment clean,
+        and tell Hypothesis if the story failed."""
+        try:
+            if world.failure is None:
+                self._settle_and_judge(world)
+        finally:
+            world.close()
+        failure = world.failure
+        if failure is not None:
+            findings = failure.check.findings if failure.check else []
+            broken = _BROKEN[findings[0].property] if findings else StoryFailed
+            raise broken(failure.error or "; ".join(f.message for f in findings))
+
+    def _settle_and_judge(self, world: World) -> None:
+        try:
+            world.settle()
+        except HarnessError as exc:
+            self._fail(world, None, (), broke_at=None,
+                       error=f"the harness could not settle the story: {exc}")
+            return
+        events = world.observe(every_key=True)
+        result = world.judge(events)
+        if result.findings:
+            self._fail(world, result, tuple(PROPERTIES.ids()), events, broke_at=None)
+        self.undecided += [f"{pid}: {r.reason}" for pid, r in result.results.items()
+                           if r.verdict == "unknown" and r.reason]
+
+    def _fail(self, world: World, result: CheckResult | None, properties: tuple[str, ...],
+              events: Sequence[Event] = (), *, broke_at: int | None,
+              error: str | None = None) -> None:
+        """Keep the failing story as it stands now; the steps drawn after it change nothing."""
+        self._failures += 1
+        if self.first_failure is None:
+            self.first_failure = (self.examples, time.monotonic() - self.started)
+        failure = Failure(tuple(world.steps), tuple(events) or world.history.events(), result,
+                          properties, broke_at, error, self._failures)
+        world.failure = failure
+        if self.best is None or failure.rank < self.best.rank:
+            self.best = failure

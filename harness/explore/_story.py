@@ -1,0 +1,215 @@
+"""The failing story: what the console prints, what ``story.json`` holds, what replay reads.
+
+One file serves the HTML report and ``idem-harness replay``: each step has the fields a reader
+sees (number, kind, text, response, effects) and, for the drawn steps, the ``action`` that
+performs it again.  Keys are stored by shape, not by value, so a replay makes fresh ones.
+Hypothesis's own ``@reproduce_failure`` blob only works with the Hypothesis version that made
+it; this file is the durable reproduction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from hypothesis import __version__ as HYPOTHESIS_VERSION
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness._checker import CheckResult
+from harness._errors import UsageError
+from harness._findings import Finding, klass_of
+from harness._target import Target
+from harness.explore._actions import Action, StepKind
+from harness.explore._failure import Failure
+from harness.explore._steps import StepRecord
+
+__all__ = ["FORMAT", "Provenance", "Story", "StoryStep", "failure_story", "load_story",
+           "render_story", "story_of"]
+
+FORMAT = "idem-harness-story"
+
+
+class StoryStep(BaseModel):
+    """One step as saved: what a reader sees and, unless the clients were settling, the action
+    a replay performs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    number: int
+    kind: StepKind
+    text: str
+    response: str | None = None
+    effects: int | None = None
+    settle: bool = False
+    action: Action | None = None
+
+
+class Story(BaseModel):
+    """A story and what is known about it: how it was found, what broke, where."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    format: Literal["idem-harness-story"] = "idem-harness-story"
+    version: Literal[1] = 1
+    seed: int
+    examples: int
+    seconds: float
+    runs: int = 0
+    total_seconds: float = 0.0
+    property: str | None = None
+    properties: list[str] = []
+    message: str = ""
+    target: str
+    target_definition: dict[str, Any] | None = None
+    broke_at: int | None = None
+    evidence: list[int] = []
+    operations: int = 0
+    keys: dict[str, str] = {}
+    hypothesis: str = HYPOTHESIS_VERSION
+    steps: list[StoryStep]
+
+    def actions(self) -> list[Action]:
+        """The drawn steps, in order: exactly what a replay performs before settling."""
+        return [s.action for s in self.steps if not s.settle and s.action is not None]
+
+    def saved_target(self) -> Target:
+        """The target the story ran against, as it was then."""
+        if self.target_definition is None:
+            raise UsageError(f"the story does not say how to reach {self.target}; give "
+                             "--target FILE or --reference")
+        return Target.model_validate(self.target_definition)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+
+
+def _legend(steps: Sequence[StepRecord]) -> dict[str, str]:
+    legend: dict[str, str] = {}
+    for step in steps:
+        plan = getattr(step.action, "key", None)
+        if plan is not None and plan.shape is not None and plan.name not in legend:
+            legend[plan.name] = plan.describe()
+    return legend
+
+
+def _evidence(finding: Finding | None, steps: Sequence[StepRecord]) -> list[int]:
+    """The steps whose events the checker cites: the ones that mattered."""
+    if finding is None:
+        return []
+    return [s.number for s in steps if any(s.holds(i) for i in finding.events)]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How a story was found: the seed, the examples and seconds until the first failure,
+    and all the examples and seconds the search took (shrinking included)."""
+
+    seed: int
+    examples: int
+    seconds: float
+    runs: int = 0
+    total_seconds: float = 0.0
+
+
+def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: Target,
+             found: Provenance, broke_at: int | None = None, error: str | None = None) -> Story:
+    """The story of ``steps``, judged by ``check`` (or stopped by ``error``)."""
+    findings = check.findings if check else []
+    first = findings[0] if findings else None
+    message = first.message if first else (error or "the checker found nothing")
+    return Story(
+        seed=found.seed, examples=found.examples, seconds=round(found.seconds, 3),
+        runs=found.runs, total_seconds=round(found.total_seconds, 3),
+        property=first.property if first else None,
+        properties=sorted({f.property for f in findings}, key=lambda p: int(p[1:])),
+        message=message, target=target.name,
+        target_definition=target.model_dump(mode="json"),
+        broke_at=broke_at, evidence=_evidence(first, steps),
+        operations=sum(1 for s in steps if not s.settle), keys=_legend(steps),
+        steps=[StoryStep(number=s.number, kind=s.kind, text=s.text, response=s.response,
+                         effects=s.effects, settle=s.settle,
+                         action=None if s.settle else s.action) for s in steps],
+    )
+
+
+def failure_story(failure: Failure, *, target: Target, found: Provenance) -> Story:
+    return story_of(failure.steps, failure.check, target=target, found=found,
+                    broke_at=failure.broke_at, error=failure.error)
+
+
+def load_story(path: Path) -> Story:
+    """Read a story file, or say exactly what is wrong with it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path} does not exist; give the story.json that "
+                         "`idem-harness explore` wrote in its report directory") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{path} is not a readable JSON story file ({exc}); give the "
+                         "story.json that `idem-harness explore` wrote") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UsageError(f"{path} is not an idem-harness story (its \"format\" must be "
+                         f"{FORMAT!r}); give the story.json that `idem-harness explore` wrote")
+    try:
+        return Story.model_validate(data)
+    except ValidationError as exc:
+        problems = "\n".join(
+            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"{path} is damaged:\n{problems}\n  fix: correct those fields, or run "
+                         "`idem-harness explore` again to save a fresh story") from exc
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _step_lines(step: StoryStep, indent: str) -> list[str]:
+    lines = [f"{step.number:>3}  {indent}{step.text}"]
+    outcome = [step.response] if step.response else []
+    if step.effects is not None:
+        outcome.append(_plural(step.effects, "charge"))
+    if outcome:
+        lines.append(f"     {indent}  → {' · '.join(outcome)}")
+    return lines
+
+
+def _listing(numbers: Sequence[int]) -> str:
+    shown = [str(n) for n in numbers]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def render_story(story: Story, *, replay_line: str = "", heading: str = "") -> str:
+    """The story as Hypothesis would print it: the steps, then what broke and where."""
+    found = (f"found after {_plural(story.examples, 'example')} in {story.seconds:.1f} s, "
+             f"seed {story.seed}")
+    lines = [heading or f"Shortest failing story ({_plural(story.operations, 'step')}), {found}:",
+             "", "     state = IdempotencyMachine()"]
+    drawn = [s for s in story.steps if not s.settle]
+    settled = [s for s in story.steps if s.settle]
+    for step in drawn:
+        lines += _step_lines(step, "")
+    lines.append("     state.teardown()" + ("  # then, as careful clients:" if settled else ""))
+    for step in settled:
+        lines += _step_lines(step, "  ")
+    if story.keys:
+        lines += ["", *(f"     {description}" for description in story.keys.values())]
+    lines.append("")
+    if story.property is None:
+        lines.append(story.message)
+    else:
+        where = (f"at step {story.broke_at}" if story.broke_at is not None
+                 else "once the clients had settled")
+        lines.append(f"{story.property} ({klass_of(story.property)}) broke {where}: "
+                     f"{story.message}")
+        others = [p for p in story.properties if p != story.property]
+        if others:
+            lines.append(f"Also broken: {', '.join(others)}.")
+        if story.evidence:
+            lines.append(f"The steps that mattered: {_listing(story.evidence)} (the checker's "
+                         "evidence).")
+    if replay_line:
+        lines.append(f"Replay it: {replay_line}")
+    return "\n".join(lines) + "\n"

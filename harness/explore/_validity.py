@@ -1,0 +1,89 @@
+"""Whether a story's actions can run, in this order, against a target.
+
+A replay may aim a story at another target, and the last pass of shrinking drops steps: either
+can leave a step that names an operation no earlier step made, heals a fault that is not on, or
+needs a hook the target lacks.  Each problem is said with what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness._nemesis import FAULTS
+from harness._scenario import CAPABILITY_HINTS
+from harness._target import Target
+from harness.explore._actions import (
+    Action,
+    Burst,
+    Clock,
+    Crash,
+    FaultOff,
+    FaultOn,
+    Keyless,
+    NewRequest,
+    Retry,
+    Reuse,
+    Slow,
+)
+
+__all__ = ["problems_with"]
+
+
+def _needs(action: Action) -> str | None:
+    if isinstance(action, Clock):
+        return "clock"
+    if isinstance(action, Crash):
+        return "crash"
+    if isinstance(action, Slow):
+        return "slow"
+    return None
+
+
+def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
+    """Everything that keeps ``actions`` from running against ``target``, each with its fix."""
+    problems: list[str] = []
+    capabilities = target.capabilities()
+    operations: set[str] = set()
+    keys: set[str] = set()
+    faults_on: set[str] = set()
+    for number, action in enumerate(actions, start=1):
+        where = f"step {number} ({action.text()})"
+        needed = _needs(action)
+        if needed is not None and needed not in capabilities:
+            problems.append(f"{where} needs {CAPABILITY_HINTS[needed]}, which target "
+                            f"{target.name} lacks")
+        if isinstance(action, Crash) and target.hooks.crash is not None:
+            points = list(target.hooks.crash.points) if target.hooks.crash.header else [
+                "in-flight"]
+            if action.point not in points:
+                problems.append(f"{where}: the crash hook has no point {action.point!r}; it "
+                                f"has {', '.join(points)}")
+        if isinstance(action, NewRequest | Burst | Keyless | Crash | Slow):
+            if action.tenant != "a" and "tenants" not in capabilities:
+                problems.append(f"{where} uses a second tenant; target {target.name} lacks "
+                                f"{CAPABILITY_HINTS['tenants']}")
+            if not isinstance(action, Keyless):
+                plan = action.key
+                if plan.shape is None and plan.name not in keys:
+                    problems.append(f"{where} uses key {plan.name} before it is made")
+                if plan.of is not None and plan.of not in keys:
+                    problems.append(f"{where} derives a key from {plan.of} before it is made")
+                keys.add(plan.name)
+                if not plan.hostile:
+                    operations.add(action.id)
+        if isinstance(action, Retry | Reuse) and action.id not in operations:
+            problems.append(f"{where} names operation {action.id}, which no earlier step made")
+        if isinstance(action, FaultOn | FaultOff):
+            fault = FAULTS.get(action.fault)
+            if fault is None:
+                problems.append(f"{where}: unknown fault {action.fault!r}; known faults: "
+                                f"{', '.join(FAULTS)}")
+            elif fault.where == "store" and "store-proxy" not in capabilities:
+                problems.append(f"{where} needs {CAPABILITY_HINTS['store-proxy']}")
+            if isinstance(action, FaultOn):
+                faults_on.add(action.fault)
+            elif action.fault not in faults_on:
+                problems.append(f"{where} heals a fault that is not on")
+            else:
+                faults_on.discard(action.fault)
+    return problems

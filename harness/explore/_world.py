@@ -1,0 +1,428 @@
+"""One example's world: fresh keys and tenants on the shared deployment, its own history, and
+the steps taken so far.
+
+The world performs actions through the same context the scenarios use (recording client,
+nemesis, oracle), so every request, fault and clock jump lands in the history.  It never judges:
+``judge`` only hands the history to the checker.  ``settle`` ends a story the way careful clients
+would, healing the network and retrying every operation that has no final answer, because
+"retries after a crash converge" (P9) can only be judged once the clients have tried.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness._analysis import Identity, View
+from harness._checker import CheckOptions, CheckResult, check_history
+from harness._client import Request, RetryPolicy, is_final
+from harness._deployment import Deployment
+from harness._errors import ServiceError
+from harness._history import ORACLE, Event, History
+from harness._nemesis import fault_named
+from harness._scenario import ScenarioContext
+from harness.explore._actions import (
+    Action,
+    Burst,
+    Clock,
+    Crash,
+    FaultOff,
+    FaultOn,
+    Keyless,
+    NewRequest,
+    Retry,
+    Reuse,
+    Slow,
+    kind_of,
+)
+from harness.explore._answers import answer_text
+from harness.explore._background import RUNNING, Background
+from harness.explore._bodies import spell
+from harness.explore._failure import Failure
+from harness.explore._keys import KeyMaker, KeyPlan
+from harness.explore._routes import Routes
+from harness.explore._scenario import EXPLORER
+from harness.explore._steps import StepRecord
+from harness.explore._strategies import PAST_THE_LEASE
+
+__all__ = ["CAREFUL_CLIENT", "World"]
+
+#: The explorer's clients retry as a careful client does, but briskly: a story ends in seconds.
+CAREFUL_CLIENT = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.1)
+#: How many times the oracle is asked again when answers keep landing while it is asked.
+LOOKS = 5
+#: How long a healed database fault may take to stop showing, and how many answers in a row
+#: show it has.
+STORE_RECOVERY = 10.0
+STORE_ANSWERS = 3
+
+
+@dataclass
+class _Operation:
+    """A keyed operation the story may retry or reuse: its first request, attempts so far."""
+
+    name: str
+    request: Request
+    attempts: int = 1
+    born: float = 0.0  # the seconds the target's clock had been moved when it was first sent
+
+    @property
+    def identity(self) -> Identity:
+        return (self.request.tenant, self.request.key)
+
+
+
+class World:
+    """Performs one story's actions against a running deployment and records them."""
+
+    def __init__(self, deployment: Deployment, *, retry_horizon: float) -> None:
+        self.deployment = deployment
+        self.target = deployment.target
+        self.retry_horizon = retry_horizon
+        self.history = History()
+        self.context = ScenarioContext(scenario=EXPLORER, deployment=deployment,
+                                       history=self.history, rng=random.Random(uuid.uuid4().int),
+                                       policy=CAREFUL_CLIENT)
+        self.keys = KeyMaker(self.target.key)
+        self._routes = Routes(self.context)
+        self.steps: list[StepRecord] = []
+        self._operations: dict[str, _Operation] = {}
+        self._identities: dict[str, Identity] = {}
+        self._faults_on: list[str] = []
+        self._background = Background(self.context)
+        self._crashed = False
+        self._moved = 0.0  # seconds the story has moved the target's clock
+        self._renewed = False  # a key was sent again after its retention ran out
+        self._database_faulted = False  # a fault acted on the target's database
+        self.failure: Failure | None = None  # once set, nothing more happens in this world
+        self._observed = 0  # history events already seen by the oracle's last look
+        hooks = self.target.hooks
+        self._watches_storage = bool(hooks.store_size and hooks.clock)
+        self._rows_before = self._table_rows() if self._watches_storage else 0
+
+    # ---- acting ----------------------------------------------------------------------------
+
+    def step(self, action: Action) -> StepRecord:
+        """Perform one drawn action and record it as the story's next step."""
+        number = sum(1 for s in self.steps if not s.settle) + 1
+        return self._record(action, number, settle=False)
+
+    def _record(self, action: Action, number: int, *, settle: bool) -> StepRecord:
+        record = StepRecord(number, kind_of(action), action.text(), action,
+                            settle=settle, first_event=len(self.history))
+        self.steps.append(record)
+        record.response, record.identity = self._perform(action, record)
+        record.last_event = len(self.history)
+        return record
+
+    def _perform(self, action: Action, record: StepRecord) -> tuple[str | None, Identity | None]:
+        match action:
+            case NewRequest():
+                request = self._new_operation(action.id, action.tenant, action.key, action.body)
+                return self._answer(self._send(request)), self._identities[action.id]
+            case Retry():
+                operation = self._operations[action.id]
+                raw = spell(operation.request.body, action.spelling)
+                return self._answer(self._again(operation, replace(
+                    operation.request, raw_body=raw, label="retry"))), operation.identity
+            case Reuse():
+                operation = self._operations[action.id]
+                changed = replace(operation.request, body=action.body, path=action.path,
+                                  method=action.method, label=f"reuse:{action.change}")
+                if action.change != "body":
+                    changed = replace(changed, body=operation.request.body)
+                return self._answer(self._again(operation, changed)), operation.identity
+            case Burst():
+                request = self._new_operation(action.id, action.tenant, action.key, action.body,
+                                              label="burst")
+                return (self._burst(action.id, request, action.copies),
+                        self._identities[action.id])
+            case Keyless():
+                request = Request(key=None, tenant=self._tenant(action.tenant), body=action.body,
+                                  label="keyless")
+                self._identities[action.id] = (request.tenant, None)
+                return self._answer(self._send(request)), (request.tenant, None)
+            case FaultOn():
+                self._switch(action.fault, on=True)
+                return None, None
+            case FaultOff():
+                return self._switch(action.fault, on=False), None
+            case Clock():
+                return self._advance_clock(action.seconds, observe=not record.settle), None
+            case Crash():
+                request = self._new_operation(action.id, action.tenant, action.key, action.body,
+                                              label=f"crash:{action.point}")
+                answer = self._answer(self.context.crash_during(request, action.point))
+                self._crashed = True
+                return f"{answer}; the target died and was restarted", self._identities[action.id]
+            case Slow():
+                self._start_slow(action, record)
+                return RUNNING, self._identities[action.id]
+        raise AssertionError(f"unhandled action {action!r}")
+
+    def _switch(self, name: str, *, on: bool) -> str | None:
+        """A fault on or off: on the client's route, or on the target's database proxy."""
+        fault = fault_named(name)
+        if on:
+            self._faults_on.append(name)
+        else:
+            self._faults_on.remove(name)
+        if fault.where == "client":
+            self._routes.route([f for f in map(fault_named, self._faults_on)
+                                if f.where == "client"])
+            self._routes.record(fault, on=on)
+            return None
+        if on:
+            self._database_faulted = True
+            self.context.nemesis.inject(fault)
+            return None
+        self.context.nemesis.heal(fault)
+        return self._store_recovers()
+
+    def _store_recovers(self) -> str | None:
+        """After a database fault heals, wait until the target's store answers again (its
+        key-table hook, several times in a row, since a pool may hold more than one dead
+        connection), so the next step, or the next example, does not meet the fault's
+        aftermath while the history says it was healed."""
+        if self.target.hooks.store_size is None:
+            return None
+        deadline = time.monotonic() + STORE_RECOVERY
+        answered = 0
+        while answered < STORE_ANSWERS:
+            try:
+                self.deployment.store_size()
+                answered += 1
+            except ServiceError:
+                answered = 0
+                if time.monotonic() >= deadline:
+                    return f"the store still does not answer after {STORE_RECOVERY:g} s"
+                time.sleep(0.1)
+        return "the store answers again"
+
+    def _burst(self, name: str, request: Request, copies: int) -> str:
+        """Release the copies together; each one told "in progress" then retries until it
+        gets the final answer, as the clients of a retry storm do."""
+        answers = self.context.concurrently([request] * copies, timeout=self._timeout())
+        first = Counter(self._answer(a) for a in answers)
+        text = ", ".join(f"{answer} x{n}" for answer, n in first.items())
+        later: list[Event] = []
+        waiting = self.target.promises.in_progress_status
+        for position, answer in enumerate(answers):
+            if answer.status == waiting:
+                later += self._until_answered(replace(request, label="retry"), first_attempt=2,
+                                              process=f"c{position}")
+        if later:
+            settled = Counter(self._answer(a) for a in later)
+            text += "; retried: " + ", ".join(f"{answer} x{n}" for answer, n in settled.items())
+        self._operations[name].attempts = max([1, *(a.attempt or 1 for a in later)])
+        return text
+
+    def _tenant(self, name: str) -> str | None:
+        return self.context.tenant(name)
+
+    def _new_operation(self, name: str, tenant: str, plan: KeyPlan, body: Any, *,
+                       label: str = "") -> Request:
+        key, header = self.keys.make(plan)
+        hostile = f"hostile:{plan.kind}" if plan.hostile else ""
+        request = Request(key=key, tenant=self._tenant(tenant), body=body, key_header=header,
+                          label=hostile or label)
+        self._identities[name] = (request.tenant, key)
+        if not plan.hostile:
+            self._operations[name] = _Operation(name, request, born=self._moved)
+        return request
+
+    def _timeout(self) -> float | None:
+        """While a network fault acts, a request gives up after the target's fault timeout."""
+        return self.target.client.fault_timeout if self._faults_on else None
+
+    def _send(self, request: Request, *, attempt: int = 1) -> Event:
+        return self.context.send(request, attempt=attempt, timeout=self._timeout())
+
+    def _again(self, operation: _Operation, request: Request) -> Event:
+        operation.attempts += 1
+        self._note_renewal(operation)
+        return self._send(request, attempt=operation.attempts)
+
+    def _note_renewal(self, operation: _Operation) -> None:
+        """A key sent again past its retention starts over with a new row in the key table,
+        which P11 (counting keys by their first use) would take for a key never removed."""
+        retention = self.target.promises.retention
+        if retention is not None and self._moved - operation.born > retention:
+            self._renewed = True
+
+    def _answer(self, event: Event) -> str:
+        return answer_text(event, self.target.promises.replay_header)
+
+    def _advance_clock(self, seconds: float, *, observe: bool) -> str | None:
+        """Move the target's clock, run its cleanup, and read its key table: the evidence for
+        P11, unless the story renewed a key (see ``_note_renewal``) or the clients are only
+        settling."""
+        self.context.advance_clock(seconds)
+        self._moved += seconds
+        if self.target.hooks.cleanup is not None:
+            self.deployment.cleanup()
+        if not self._watches_storage or not observe:
+            return None
+        if self._renewed:
+            return "key table not read: a key was sent again after its retention"
+        rows = self._table_rows()
+        added = max(0, rows - self._rows_before)
+        # The deployment is shared by every example, so the key table also holds earlier
+        # examples' keys: the story is judged on the rows it added, the raw count kept beside.
+        self.history.record("ok", "store-size", ORACLE,
+                            value={"rows": added, "table_rows": rows,
+                                   "rows_before_story": self._rows_before})
+        return f"key table: {added} row(s) from this story"
+
+    def _table_rows(self) -> int:
+        return self.deployment.store_size()["rows"]
+
+    def _start_slow(self, action: Slow, record: StepRecord) -> None:
+        request = self._new_operation(action.id, action.tenant, action.key, action.body,
+                                      label="slow")
+        base = self.target.client.fault_timeout if self._faults_on else self.target.client.timeout
+        self._background.start(request, record, delay_ms=action.delay_ms,
+                               timeout=base + action.delay_ms / 1000)
+
+    # ---- observing and judging -------------------------------------------------------------
+
+    def observe(self, *, every_key: bool = False) -> tuple[Event, ...]:
+        """Ask the oracle about the keys whose charges may have changed since the last look
+        (``every_key``: all of them), note on each new step how many charges its key has and
+        what any finished background request got, and return the history to judge: one in
+        which every request event was seen before the charges were counted.  A background
+        answer that lands while the oracle is asked makes it look again, since the charge it
+        reports may have been missed."""
+        wanted = self._unsettled_identities()
+        self.context.collect_effects(None if every_key else wanted)
+        for _ in range(LOOKS):
+            events = self.history.events()
+            if not any(e.f == "request" and e.index >= self._observed for e in events):
+                break
+            self.context.collect_effects(self._unsettled_identities())
+        latest: dict[Identity, int] = {}
+        for event in events:
+            if event.f == "effects" and event.type == "ok":
+                latest[(event.tenant, event.key)] = int(event.value.get("count", 0))
+        for record in self.steps:
+            if record.effects is None and record.identity is not None:
+                record.effects = latest.get(record.identity)
+        for step, completion in self._background.answered():
+            step.response = self._background_answer(completion)
+        return events
+
+    def _unsettled_identities(self) -> list[Identity]:
+        """Keys sent to or answered since the last look, and keys with an attempt that has no
+        answer yet or lost it (the target may still be charging for those)."""
+        events = self.history.events()
+        completed = {e.op: e for e in events if e.f == "request" and e.type != "invoke"}
+        wanted: list[Identity] = []
+        for event in events:
+            if event.f != "request" or event.type != "invoke" or event.identity in wanted:
+                continue
+            done = completed.get(event.op)
+            if (done is None or done.type == "info"
+                    or max(event.index, done.index) >= self._observed):
+                wanted.append(event.identity)
+        self._observed = len(events)
+        return wanted
+
+    def _background_answer(self, completion: Event) -> str:
+        during = next((s.number for s in self.steps
+                       if not s.settle and s.holds(completion.index)), None)
+        when = f"during step {during}" if during else "between steps"
+        return f"{self._answer(completion)} (answered {when})"
+
+    def judge(self, events: Sequence[Event],
+              properties: Sequence[str] | None = None) -> CheckResult:
+        """The checker's verdict on ``events`` (all properties unless told)."""
+        return check_history(events, CheckOptions(self.target.promises, self.retry_horizon),
+                             properties=properties)
+
+    # ---- ending ----------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        """End the story as careful clients would: heal every fault, let slowed requests
+        finish, retry every operation without a final answer until it gets one, and when a
+        dead request still holds a key, let the promised lease run out (the clock hook) first.
+        """
+        for name in list(self._faults_on):
+            self._record(FaultOff(fault=name), len(self.steps) + 1, settle=True)
+        self._background.join()
+        self._ensure_running()
+        waiting = self._retry_unanswered(list(self._unsettled()))
+        promises, clock = self.target.promises, self.target.hooks.clock
+        stuck = [op for op, last in waiting if last.status == promises.in_progress_status]
+        if stuck and self._crashed and clock is not None and promises.lease is not None:
+            self._record(Clock(seconds=promises.lease + PAST_THE_LEASE,
+                               why="past the lease of the request that died"),
+                         len(self.steps) + 1, settle=True)
+            self._retry_unanswered(stuck)
+
+    def _unsettled(self) -> list[_Operation]:
+        """Operations with no final answer since the last crash (or ever, without one), and
+        still within their retention: past it, a client's retry is a new operation."""
+        view = View(self.history.events())
+        since = max((c.time for c in view.crashes), default=-1.0)
+        promises = self.target.promises
+        retention = promises.retention
+        return [
+            operation for operation in self._operations.values()
+            if (retention is None or self._moved - operation.born <= retention)
+            and not any(a.completion is not None and a.invoke.time > since
+                        and is_final(a.completion, promises)
+                        for a in view.by_identity.get(operation.identity, []))
+        ]
+
+    def _retry_unanswered(self, operations: list[_Operation]) -> list[tuple[_Operation, Event]]:
+        """Retry each operation until answered; return each with its last answer."""
+        last: list[tuple[_Operation, Event]] = []
+        for operation in operations:
+            number = len(self.steps) + 1
+            record = StepRecord(number, "retry", f"state.retry_until_answered({operation.name})",
+                                Retry(id=operation.name), settle=True,
+                                first_event=len(self.history), identity=operation.identity)
+            self.steps.append(record)
+            self._note_renewal(operation)
+            answers = self._until_answered(replace(operation.request, label="retry"),
+                                           first_attempt=operation.attempts + 1)
+            operation.attempts += len(answers)
+            record.response = ", ".join(self._answer(a) for a in answers)
+            record.last_event = len(self.history)
+            last.append((operation, answers[-1]))
+        return last
+
+    def _until_answered(self, request: Request, *, first_attempt: int,
+                        process: str = "c0") -> list[Event]:
+        """Retry as a careful client does until a final answer (a bounded number of times);
+        while a network fault acts, each attempt gives up after the fault timeout."""
+        answers: list[Event] = []
+        for attempt in range(first_attempt, first_attempt + CAREFUL_CLIENT.max_attempts):
+            answer = self.context.send(request, process=process, attempt=attempt,
+                                       timeout=self._timeout())
+            answers.append(answer)
+            if self.context.is_final(answer):
+                break
+            time.sleep(CAREFUL_CLIENT.delay(len(answers), (answer.headers or {}).get(
+                "retry-after"), self.context.rng))
+        return answers
+
+    def _ensure_running(self) -> None:
+        for instance in self.deployment.instances:
+            if not self.deployment.is_running(instance.number):
+                self.deployment.restart(instance.number)
+
+    def close(self) -> None:
+        """Leave the deployment as the next example needs it: no toxics, nothing running, a
+        database that answers."""
+        self.context.nemesis.heal_all()
+        self._background.join()
+        if self._database_faulted:
+            self._store_recovers()
+        self._routes.close()
+        self.context.client.close()

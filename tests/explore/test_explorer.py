@@ -1,0 +1,130 @@
+"""The explorer end to end, from pytest, with small budgets: the real reference server, the
+real Toxiproxy, the real checker.  CI runs this, so the explorer keeps working."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness._toxiproxy import ToxiproxyServer
+from harness.cli._run import reference_target
+from harness.explore import (
+    ExploreConfig,
+    ReplayConfig,
+    Story,
+    StoryStep,
+    explore,
+    load_story,
+    replay,
+)
+from harness.explore._actions import Action, Clock, NewRequest, Retry, Slow
+from harness.explore._keys import KeyPlan
+from harness.reports import ReportDirectory
+from reference_server.flaws import FLAWS
+
+#: Small budgets: the suite shares a 2-core machine with everything else.
+SHRINK_SECONDS = 6.0
+BODY = {"amount": 100, "currency": "usd", "customer": "x"}
+
+
+def test_the_correct_reference_server_holds_for_a_small_budget(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    done = explore(ExploreConfig(target=reference_target(store=None, flaw=None),
+                                 max_examples=5, seed=5, report_dir=tmp_path,
+                                 toxiproxy=toxiproxy_server), [ReportDirectory(tmp_path)])
+    assert done.story is None and done.result.verdict == "pass", done.result.findings
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["verdict"] == "pass" and results["seed"] == 5
+    assert results["extra"]["explore"]["found"] is False
+    assert not (tmp_path / "story.json").exists()
+
+
+def test_a_flaw_is_found_shrunk_saved_and_its_story_replays(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    target = reference_target(store=None, flaw="key-only")
+    done = explore(ExploreConfig(target=target, max_examples=30, seed=1,
+                                 report_dir=tmp_path / "explore", toxiproxy=toxiproxy_server,
+                                 shrink_seconds=SHRINK_SECONDS),
+                   [ReportDirectory(tmp_path / "explore")])
+    story = done.story
+    assert story is not None and done.story_path == tmp_path / "explore" / "story.json"
+    assert set(story.properties) & set(FLAWS["key-only"].properties)
+    assert story.operations <= 6 and 1 <= story.examples <= 30
+    results = json.loads((tmp_path / "explore" / "results.json").read_text())
+    assert results["verdict"] == "fail"
+    findings = results["scenarios"][0]["findings"]
+    assert findings and all(f["reproduce"].startswith("idem-harness replay ") for f in findings)
+    failure = ET.parse(tmp_path / "explore" / "junit.xml").find("testsuite/testcase/failure")
+    assert failure is not None and story.property in (failure.get("message") or "")
+    assert (tmp_path / "explore" / "history.jsonl").read_text().strip()
+
+    again = replay(load_story(done.story_path), ReplayConfig(
+        target=target, report_dir=tmp_path / "replay", toxiproxy=toxiproxy_server),
+        [ReportDirectory(tmp_path / "replay")])
+    assert json.loads((tmp_path / "replay" / "results.json").read_text())["verdict"] == "fail"
+    assert again.reproduced and again.result.exit_code == 1
+    assert [s.action for s in again.story.steps if not s.settle] == story.actions()
+
+
+def hand_written(*actions: Action) -> Story:
+    return Story(seed=0, examples=0, seconds=0.0, target="reference-server",
+                 steps=[StoryStep(number=n, kind="request", text=a.text(), action=a)
+                        for n, a in enumerate(actions, start=1)])
+
+
+#: A request that outlives its lease, a clock jump past it, and the retry that takes over.
+TAKEOVER = hand_written(
+    Slow(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), delay_ms=1000, body=BODY),
+    Clock(seconds=35, why="past the lease"),
+    Retry(id="o1"),
+)
+#: The same key from two tenants.
+SHARED_KEY = hand_written(
+    NewRequest(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), body=BODY),
+    NewRequest(id="o2", tenant="b", key=KeyPlan(name="k1"), body=BODY),
+)
+
+
+@pytest.mark.parametrize(("story", "flaw", "expected"), [
+    (TAKEOVER, None, None),
+    (TAKEOVER, "no-fencing", "P1"),
+    (SHARED_KEY, None, None),
+    (SHARED_KEY, "no-tenant-scope", "P8"),
+])
+def test_a_story_holds_on_the_correct_server_and_breaks_the_flaw_it_is_about(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path, story: Story, flaw: str | None,
+        expected: str | None) -> None:
+    done = replay(story, ReplayConfig(target=reference_target(store=None, flaw=flaw),
+                                      report_dir=tmp_path, toxiproxy=toxiproxy_server))
+    if expected is None:
+        assert done.result.verdict == "pass", done.result.findings
+    else:
+        assert expected in done.story.properties
+
+
+def test_the_commands_explore_then_replay_with_exit_codes_like_run(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    env = {**os.environ, "TOXIPROXY_URL": toxiproxy_server.url}
+
+    def harness(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                              text=True, env=env, timeout=180)
+
+    found = harness("explore", "--reference", "--flaw", "key-only", "--max-examples", "30",
+                    "--seed", "1", "--shrink-time", f"{SHRINK_SECONDS:g}s", "--report-dir",
+                    str(tmp_path / "explore"))
+    assert found.returncode == 1, found.stderr
+    assert "state = IdempotencyMachine()" in found.stdout
+    assert "Replay it: idem-harness replay" in found.stdout
+    again = harness("replay", str(tmp_path / "explore" / "story.json"),
+                    "--report-dir", str(tmp_path / "replay"))
+    assert again.returncode == 1, again.stderr
+    assert "reproduced" in again.stdout and "not reproduced" not in again.stdout
+    missing = harness("replay", str(tmp_path / "nowhere.json"))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
