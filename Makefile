@@ -5,12 +5,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-TOXIPROXY := .tools/toxiproxy-server
 REPORT_DIR ?= reports/latest
 
-.PHONY: setup run test lint bench clean toxiproxy postgres
+.PHONY: setup run test lint bench clean toxiproxy postgres examples chromium
 
-setup: $(INSTALLED) toxiproxy postgres
+setup: $(INSTALLED) toxiproxy postgres chromium examples
 
 $(INSTALLED): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,8 +23,13 @@ toxiproxy:
 postgres:
 	@scripts/ensure-postgres
 
-$(TOXIPROXY):
-	@scripts/ensure-toxiproxy
+# Debian's chromium, for the HTML report's browser tests (Playwright drives it, downloads nothing).
+chromium:
+	@scripts/ensure-chromium
+
+# The third-party example targets (npm, PyPI, Debian's redis-server); stamped, so fast when done.
+examples: $(INSTALLED)
+	@examples/targets/install-all --python $(BIN)/python
 
 run: setup
 	$(BIN)/idem-harness run --reference --report-dir $(REPORT_DIR)
@@ -37,8 +41,9 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Speed and memory goals, measured side by side and printed with their ratios.
 bench: setup
-	$(BIN)/python bench/run.py
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python -P $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .pytest_cache .ruff_cache

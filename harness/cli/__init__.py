@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import click
 
+from harness._processes import stop_children_on_sigterm
 from harness.cli._catalog import explain, list_scenarios
+from harness.cli._demo import demo
+from harness.cli._explore import explore_command, replay_command
+from harness.cli._load import load
 from harness.cli._matrix import matrix
 from harness.cli._run import check, run
 from harness.cli._serve import serve
@@ -16,7 +20,9 @@ __all__ = ["main"]
 @click.version_option(package_name="idem-harness")
 def main() -> None:
     """Fault-injection harness for HTTP idempotency keys."""
+    stop_children_on_sigterm()
 
 
-for command in (run, check, list_scenarios, explain, matrix, serve):
+for command in (run, check, list_scenarios, explain, matrix, serve, demo, load,
+                explore_command, replay_command):
     main.add_command(command)
