@@ -18,7 +18,8 @@ _names = itertools.count()
 
 
 class CountingServer(ThreadingHTTPServer):
-    """Counts the requests it handled; ``handled`` is set after each response is written."""
+    """Counts the requests it handled; ``handled`` is set once each response has been sent, or
+    cut off by a toxic while it was being sent (the server did the work either way)."""
 
     daemon_threads = True
 
@@ -41,13 +42,17 @@ class _CountingHandler(BaseHTTPRequestHandler):
             self.server.count += 1
             count = self.server.count
         body = f'{{"count": {count}}}'.encode()
-        self.send_response(201)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-        self.wfile.flush()
-        self.server.handled.set()
+        try:
+            self.send_response(201)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+        except ConnectionError:
+            self.close_connection = True
+        finally:
+            self.server.handled.set()
 
     def log_message(self, format: str, *args: object) -> None:
         pass
