@@ -1,40 +1,95 @@
 """idem-harness: prove an HTTP idempotency-key implementation never duplicates a side effect.
 
-The public surface is re-exported here; the modules behind it are private.
+The public surface is re-exported here; the modules behind it are private.  The re-exports are
+resolved on first use (PEP 562), because the pytest plugin makes every pytest run import this
+package, and the engine behind it (pydantic, httpx, psycopg) takes most of a second to load.
 """
 
-from harness import _properties  # registers P1-P11
-from harness._analysis import Attempt, View
-from harness._checker import (
-    PROPERTIES,
-    CheckOptions,
-    CheckResult,
-    Inconclusive,
-    PropertyResult,
-    check_history,
-    prop,
-)
-from harness._client import RecordingClient, Request, RetryPolicy, fingerprint, is_final
-from harness._deployment import Deployment, Instance
-from harness._errors import (
-    HarnessError,
-    RemoteTargetRefused,
-    ServiceError,
-    ServiceUnavailable,
-    TargetFileError,
-    ToxiproxyError,
-    UsageError,
-)
-from harness._findings import SAFETY_PROPERTIES, Finding, Note, Verdict
-from harness._history import Event, History
-from harness._nemesis import FAULTS, Fault, Nemesis, fault_named
-from harness._outcomes import RunResult, ScenarioOutcome
-from harness._profiles import Profile, get_profile, in_ci
-from harness._runner import RunConfig, judge, run_scenarios
-from harness._scenario import Scenario, ScenarioContext
-from harness._target import KeySpec, Promises, Target, load_target
+from __future__ import annotations
 
-del _properties
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness._analysis import Attempt, View
+    from harness._checker import (
+        PROPERTIES,
+        CheckOptions,
+        CheckResult,
+        Inconclusive,
+        PropertyResult,
+        check_history,
+        prop,
+    )
+    from harness._client import RecordingClient, Request, RetryPolicy, fingerprint, is_final
+    from harness._deployment import Deployment, Instance
+    from harness._errors import (
+        HarnessError,
+        RemoteTargetRefused,
+        ServiceError,
+        ServiceUnavailable,
+        TargetFileError,
+        ToxiproxyError,
+        UsageError,
+    )
+    from harness._findings import SAFETY_PROPERTIES, Finding, Note, Verdict
+    from harness._history import Event, History
+    from harness._nemesis import FAULTS, Fault, Nemesis, fault_named
+    from harness._outcomes import RunResult, ScenarioOutcome
+    from harness._profiles import Profile, get_profile, in_ci
+    from harness._runner import RunConfig, judge, run_scenarios
+    from harness._scenario import Scenario, ScenarioContext
+    from harness._target import KeySpec, Promises, Target, load_target
+
+_EXPORTS: dict[str, str] = {
+    "Attempt": "harness._analysis",
+    "View": "harness._analysis",
+    "PROPERTIES": "harness._checker",
+    "CheckOptions": "harness._checker",
+    "CheckResult": "harness._checker",
+    "Inconclusive": "harness._checker",
+    "PropertyResult": "harness._checker",
+    "check_history": "harness._checker",
+    "prop": "harness._checker",
+    "RecordingClient": "harness._client",
+    "Request": "harness._client",
+    "RetryPolicy": "harness._client",
+    "fingerprint": "harness._client",
+    "is_final": "harness._client",
+    "Deployment": "harness._deployment",
+    "Instance": "harness._deployment",
+    "HarnessError": "harness._errors",
+    "RemoteTargetRefused": "harness._errors",
+    "ServiceError": "harness._errors",
+    "ServiceUnavailable": "harness._errors",
+    "TargetFileError": "harness._errors",
+    "ToxiproxyError": "harness._errors",
+    "UsageError": "harness._errors",
+    "SAFETY_PROPERTIES": "harness._findings",
+    "Finding": "harness._findings",
+    "Note": "harness._findings",
+    "Verdict": "harness._findings",
+    "Event": "harness._history",
+    "History": "harness._history",
+    "FAULTS": "harness._nemesis",
+    "Fault": "harness._nemesis",
+    "Nemesis": "harness._nemesis",
+    "fault_named": "harness._nemesis",
+    "RunResult": "harness._outcomes",
+    "ScenarioOutcome": "harness._outcomes",
+    "Profile": "harness._profiles",
+    "get_profile": "harness._profiles",
+    "in_ci": "harness._profiles",
+    "RunConfig": "harness._runner",
+    "judge": "harness._runner",
+    "run_scenarios": "harness._runner",
+    "Scenario": "harness._scenario",
+    "ScenarioContext": "harness._scenario",
+    "KeySpec": "harness._target",
+    "Promises": "harness._target",
+    "Target": "harness._target",
+    "load_target": "harness._target",
+}
 
 __all__ = [
     "FAULTS",
@@ -85,3 +140,12 @@ __all__ = [
     "prop",
     "run_scenarios",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

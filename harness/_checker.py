@@ -7,6 +7,7 @@ than a guess: Jepsen's ``check-safe``.
 
 from __future__ import annotations
 
+import importlib
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -70,13 +71,20 @@ class Registry:
 
     def __getitem__(self, property_id: str) -> PropertySpec:
         try:
-            return self._specs[property_id]
+            return self._registered()[property_id]
         except KeyError:
             raise UsageError(f"unknown property {property_id!r}; known: "
                              f"{', '.join(self.ids())}") from None
 
     def ids(self) -> list[str]:
-        return sorted(self._specs, key=lambda p: int(p[1:]))
+        return sorted(self._registered(), key=lambda p: int(p[1:]))
+
+    def _registered(self) -> dict[str, PropertySpec]:
+        """The specs, P1-P11 among them: ``harness._properties`` registers those when it is
+        imported, which happens on first use rather than at ``import harness`` so that the
+        package stays cheap to import (every pytest run imports it, through the plugin)."""
+        importlib.import_module("harness._properties")
+        return self._specs
 
     def specs(self) -> list[PropertySpec]:
         return [self._specs[i] for i in self.ids()]

@@ -8,21 +8,21 @@ tests call the same runner as ``idem-harness run``, writing the same report dire
 registered through the ``pytest11`` entry point; without ``--idem-target`` or
 ``--idem-reference`` it adds no test and changes nothing in a session.  docs/ci.md shows it in
 a CI workflow.
+
+The engine is imported only in a session that asks for the gate: every pytest run on a
+machine with idem-harness installed loads this plugin.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from harness._errors import HarnessError
-from harness._gate import ScenarioItem, TargetCollector, TargetRun, scenario_marker
-from harness._profiles import get_profile
-from harness._target import Target, load_target
-from scenarios import CATALOG
+if TYPE_CHECKING:
+    from harness._gate import TargetRun
 
-RUNS = pytest.StashKey[list[TargetRun]]()
+RUNS: pytest.StashKey[list[TargetRun]] = pytest.StashKey()
 
 MARKERS = [
     "idem: a test added by idem-harness (-m idem selects them all, -m 'not idem' none)",
@@ -31,8 +31,6 @@ MARKERS = [
     "e.g. -m \"idem_scenario(name='key-reuse')\"",
     "idem_property(id): a property the scenario exercises, e.g. -m \"idem_property(id='P1')\"",
     "idem_explore: the explorer's test (Hypothesis stories within a budget of examples)",
-    *(f"{scenario_marker(s.name)}: idem-harness scenario {s.name}: {s.summary}"
-      for s in CATALOG.values()),
 ]
 
 
@@ -61,48 +59,25 @@ def pytest_configure(config: pytest.Config) -> None:
     files: list[str] = config.getoption("idem_target")
     if not files and not config.getoption("idem_reference"):
         return
-    try:
-        profile = get_profile(config.getoption("idem_profile"))
-        targets = [load_target(f) for f in files]
-    except HarnessError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    if config.getoption("idem_reference"):
-        targets.append(load_target("reference"))
-    _refuse_duplicates(targets)
-    report_dir = Path(config.getoption("idem_report_dir"))
-    examples = config.getoption("idem_explore_examples")
-    config.stash[RUNS] = [
-        TargetRun(target, report_dir / target.name, profile, config.getoption("idem_seed"),
-                  profile.explore_max_examples if examples is None else max(examples, 0))
-        for target in targets
-    ]
+    from harness._gate import _session  # the engine, only for a session that uses the gate
 
-
-def _refuse_duplicates(targets: list[Target]) -> None:
-    names = [t.name for t in targets]
-    if len(set(names)) != len(names):
-        raise pytest.UsageError(f"idem-harness: two targets share a name ({', '.join(names)}); "
-                                "each needs its own report directory: change `name` in one")
+    for line in _session.scenario_markers():
+        config.addinivalue_line("markers", line)
+    config.stash[RUNS] = _session.runs_for(config, files)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    """Collect the harness's items before ``-m`` and ``-k`` deselect (hence ``tryfirst``),
-    through the ordinary collection hooks, so reports count them and show collection errors."""
-    for run in config.stash.get(RUNS, []):
-        name = f"idem-harness[{run.target.name}]"
-        collector = TargetCollector.from_parent(
-            session, name=name, nodeid=name, run=run,
-            path=Path(run.target.source) if run.target.source else session.path,
-        )
-        report = collector.ihook.pytest_make_collect_report(collector=collector)
-        collector.ihook.pytest_collectreport(report=report)
-        items.extend(node for node in report.result if isinstance(node, pytest.Item))
+    """Collect the harness's items before ``-m`` and ``-k`` deselect (hence ``tryfirst``)."""
+    if RUNS in config.stash:
+        from harness._gate import _session
+
+        _session.collect(session, config.stash[RUNS], items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Each run plays only the scenarios whose items survived selection."""
-    for item in session.items:
-        if isinstance(item, ScenarioItem):
-            item.run.selected.append(item.scenario.name)
+    if RUNS in session.config.stash:
+        from harness._gate import _session
+
+        _session.mark_selected(session)

@@ -5,6 +5,8 @@ means, and nothing at all without the options."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -20,7 +22,23 @@ def test_without_its_options_the_plugin_adds_nothing(pytester: pytest.Pytester) 
     result = pytester.runpytest("-q")
     result.assert_outcomes(passed=1)
     markers = pytester.runpytest("--markers")
-    markers.stdout.fnmatch_lines(["@pytest.mark.idem_scenario*", "@pytest.mark.idem_key_reuse: *"])
+    markers.stdout.fnmatch_lines(["@pytest.mark.idem_scenario*"])
+    markers.stdout.no_fnmatch_line("@pytest.mark.idem_key_reuse*")
+
+
+def test_loading_the_plugin_does_not_load_the_engine() -> None:
+    """Every pytest run on a machine with idem-harness installed loads the plugin."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, harness.pytest_plugin; "
+         "print(sorted(m for m in sys.modules if m.startswith(('harness.', 'scenarios', 'httpx', "
+         "'pydantic', 'psycopg'))))"],
+        capture_output=True, text=True, check=True, timeout=60)
+    assert loaded.stdout.strip() == "['harness.pytest_plugin']"
+
+
+def test_a_gated_session_lists_a_marker_per_scenario(pytester: pytest.Pytester) -> None:
+    markers = pytester.runpytest("--idem-reference", "--markers")
+    markers.stdout.fnmatch_lines(["@pytest.mark.idem_key_reuse: *"])
 
 
 def test_markers_select_scenarios_and_a_correct_target_passes(gate: pytest.Pytester) -> None:

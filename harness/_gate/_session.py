@@ -1,0 +1,71 @@
+"""The gate's part of a pytest session: the runs the options ask for, their items collected
+before selection, and the scenarios that survived it.  ``harness.pytest_plugin`` imports this
+only when a session asks for the gate, so other pytest runs do not pay for loading the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness._errors import HarnessError
+from harness._gate._items import ScenarioItem, TargetCollector, scenario_marker
+from harness._gate._runs import TargetRun
+from harness._profiles import get_profile
+from harness._target import Target, load_target
+from scenarios import CATALOG
+
+__all__ = ["collect", "mark_selected", "runs_for", "scenario_markers"]
+
+
+def scenario_markers() -> list[str]:
+    """One marker per scenario of the catalog: ``-m idem_key_reuse``."""
+    return [f"{scenario_marker(s.name)}: idem-harness scenario {s.name}: {s.summary}"
+            for s in CATALOG.values()]
+
+
+def runs_for(config: pytest.Config, files: list[str]) -> list[TargetRun]:
+    """One run per target file (and the reference server with ``--idem-reference``)."""
+    try:
+        profile = get_profile(config.getoption("idem_profile"))
+        targets = [load_target(f) for f in files]
+    except HarnessError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    if config.getoption("idem_reference"):
+        targets.append(load_target("reference"))
+    _refuse_duplicates(targets)
+    report_dir = Path(config.getoption("idem_report_dir"))
+    examples = config.getoption("idem_explore_examples")
+    return [
+        TargetRun(target, report_dir / target.name, profile, config.getoption("idem_seed"),
+                  profile.explore_max_examples if examples is None else max(examples, 0))
+        for target in targets
+    ]
+
+
+def _refuse_duplicates(targets: list[Target]) -> None:
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise pytest.UsageError(f"idem-harness: two targets share a name ({', '.join(names)}); "
+                                "each needs its own report directory: change `name` in one")
+
+
+def collect(session: pytest.Session, runs: list[TargetRun], items: list[pytest.Item]) -> None:
+    """Each run's items, through the ordinary collection hooks, so reports count them and show
+    collection errors."""
+    for run in runs:
+        name = f"idem-harness[{run.target.name}]"
+        collector = TargetCollector.from_parent(
+            session, name=name, nodeid=name, run=run,
+            path=Path(run.target.source) if run.target.source else session.path,
+        )
+        report = collector.ihook.pytest_make_collect_report(collector=collector)
+        collector.ihook.pytest_collectreport(report=report)
+        items.extend(node for node in report.result if isinstance(node, pytest.Item))
+
+
+def mark_selected(session: pytest.Session) -> None:
+    """Each run plays only the scenarios whose items survived selection."""
+    for item in session.items:
+        if isinstance(item, ScenarioItem):
+            item.run.selected.append(item.scenario.name)
