@@ -32,7 +32,7 @@ examples: $(INSTALLED)
 	@examples/targets/install-all --python $(BIN)/python
 
 run: setup
-	$(BIN)/idem-harness run --reference --report-dir $(REPORT_DIR)
+	$(BIN)/idem-harness run --reference --postgres --report-dir $(REPORT_DIR)
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -11,6 +12,7 @@ import click
 from harness._errors import UsageError
 from harness._findings import merge_verdicts
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
+from harness._postgres import start_postgres
 from harness._runner import RunConfig, judge, run_scenarios
 from harness._target import StoreProxy, Target, load_target
 from harness.cli._common import DURATION, F, default_report_dir, translate_errors
@@ -85,20 +87,30 @@ def target_options(command: F) -> F:
 @click.option("--seed", type=int, default=None, help="seed for the harness's own choices")
 @click.option("--retry-horizon", type=DURATION, default="24h", show_default=True,
               help="how late a client may still retry (retention shorter than this is a finding)")
+@click.option("--postgres", is_flag=True,
+              help="with --reference: the server on a fresh PostgreSQL database (IDEM_PG_DSN "
+                   "or a throwaway cluster), reached through a proxy, so store-outage applies")
 @click.option("--quiet", is_flag=True, help="print only the summary")
 @translate_errors
 def run(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
         allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
-        seed: int | None, retry_horizon: float, quiet: bool) -> None:
+        seed: int | None, retry_horizon: float, postgres: bool, quiet: bool) -> None:
     """Run scenarios against a target and judge the history (exit 0 pass, 1 findings, 2 error)."""
     from scenarios import CATALOG, get_scenario
 
-    target = choose_target(target_file, reference, store, flaw)
+    if postgres and (store or not reference):
+        raise UsageError("--postgres starts the reference server on PostgreSQL: give it with "
+                         "--reference, and without --store (or give --store postgresql://...)")
     chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
-    report_dir = report_dir or default_report_dir()
-    config = RunConfig(target=target, scenarios=chosen, report_dir=report_dir, seed=seed,
-                       allow_remote=allow_remote, retry_horizon=retry_horizon)
-    result = run_scenarios(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
+    choose_target(target_file, reference, store, flaw)  # usage errors before PostgreSQL starts
+    with ExitStack() as stack:
+        if postgres:
+            store = stack.enter_context(start_postgres()).create_database("idem_run")
+        target = choose_target(target_file, reference, store, flaw)
+        report_dir = report_dir or default_report_dir()
+        config = RunConfig(target=target, scenarios=chosen, report_dir=report_dir, seed=seed,
+                           allow_remote=allow_remote, retry_horizon=retry_horizon)
+        result = run_scenarios(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     sys.exit(result.exit_code)
 
 

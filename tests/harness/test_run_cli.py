@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness._postgres import PostgresServer
 from harness._toxiproxy import ToxiproxyServer
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
@@ -115,6 +116,18 @@ def test_flags_that_do_not_fit_together_exit_2(env: dict[str, str], tmp_path: Pa
     assert done.returncode == 2 and "known scenarios" in done.stderr
     done = harness(env, "run", "--flaw", "no-body-hash", "--target", "x.toml")
     assert done.returncode == 2 and "only apply to --reference" in done.stderr
+    done = harness(env, "run", "--reference", "--postgres", "--store", "sqlite:///x.db")
+    assert done.returncode == 2 and "without --store" in done.stderr
+
+
+def test_on_postgresql_the_store_outage_scenario_applies_and_holds(
+        env: dict[str, str], postgres_server: PostgresServer, tmp_path: Path) -> None:
+    done = harness({**env, "IDEM_PG_DSN": postgres_server.dsn}, "run", "--reference",
+                   "--postgres", "--scenario", "store-outage", "--scenario", "missing-key",
+                   "--report-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert {s["name"]: s["verdict"] for s in results(tmp_path)["scenarios"]} == {
+        "store-outage": "pass", "missing-key": "pass"}
 
 
 def test_check_judges_a_saved_run_again(env: dict[str, str], tmp_path: Path) -> None:
