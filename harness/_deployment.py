@@ -94,10 +94,14 @@ class Deployment:
         if isinstance(effects, RecorderEffects):
             self.recorder = Recorder(effects.port or 0)
             values["recorder_url"] = self.recorder.url
-        if self.target.store_proxy is not None:
+        store = self.target.store_proxy
+        if store is not None:
+            upstream = store.upstream
+            if store.picks_port:  # the target starts its database on the port chosen here
+                values["store_port"] = free_port()
+                upstream = str(render_template(upstream, values))
             self.store_proxy = self.toxiproxy.client.create_proxy(
-                f"idem-{self.run_id}-store", self.target.store_proxy.upstream
-            )
+                f"idem-{self.run_id}-store", upstream)
             values["store_proxy"] = self.store_proxy.listen
         self._values = values
         self.ensure_instances(self._wanted)

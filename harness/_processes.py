@@ -9,6 +9,7 @@ error, and one registry so nothing outlives the harness.
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import subprocess
 import threading
@@ -59,6 +60,7 @@ class ManagedProcess:
         self._cwd = cwd
         self._start_timeout = start_timeout
         self._executor: TCPExecutor | None = None
+        self._group: int | None = None
         self._log: IO[Any] | None = None
 
     @property
@@ -73,6 +75,7 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         """Start the process and return once it is ready, or raise ``ServiceUnavailable``."""
+        self._end_group()  # what a previous run of it left behind, if it died by itself
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         common: dict[str, Any] = {
@@ -104,6 +107,7 @@ class ManagedProcess:
                 f"run the command by hand to see why: {' '.join(self.command)}",
             ) from exc
         self._executor = executor
+        self._group = executor.process.pid if executor.process else None  # mirakuru: setsid
         with _live_lock:
             _live.add(self)
         return self
@@ -140,7 +144,17 @@ class ManagedProcess:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
+    def _end_group(self) -> None:
+        """SIGKILL what is left of the process's group.  A process that dies by itself (a crash
+        of the target's own making) leaves the helpers it started, such as the examples' Redis,
+        running in its group, where stopping the (already dead) process no longer reaches them."""
+        if self._group is not None:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._group, signal.SIGKILL)
+            self._group = None
+
     def _forget(self) -> None:
+        self._end_group()
         self._executor = None
         if self._log is not None:
             self._log.close()

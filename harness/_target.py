@@ -205,9 +205,26 @@ class Hooks(_Section):
 
 
 class StoreProxy(_Section):
-    """The target's own database connection, routed through a proxy the harness may fault."""
+    """The target's own database connection, routed through a proxy the harness may fault.
+
+    ``upstream`` is the database's ``host:port``.  A target that starts its own database writes
+    ``127.0.0.1:{store_port}`` instead: the harness picks a free port, and the start command
+    gets the same ``{store_port}`` to start the database on it.
+    """
 
     upstream: str
+
+    @model_validator(mode="after")
+    def _host_and_port(self) -> StoreProxy:
+        if not re.fullmatch(r"[^:\s/]+:(\d+|\{store_port\})", self.upstream):
+            raise ValueError(f"upstream {self.upstream!r} must be host:port, e.g. "
+                             "\"127.0.0.1:5432\", or \"127.0.0.1:{store_port}\" for a database "
+                             "the start command starts on a port the harness picks")
+        return self
+
+    @property
+    def picks_port(self) -> bool:
+        return self.upstream.endswith("{store_port}")
 
 
 class ClientSpec(_Section):
@@ -244,6 +261,14 @@ class Target(_Section):
             raise ValueError(
                 "a recorder needs the harness to start the target ([start]) or a fixed "
                 "effects.port the running target already calls"
+            )
+        if self.store_proxy is not None and self.store_proxy.picks_port and (
+            self.start is None or "store_port" not in placeholders(
+                [*self.start.command, *self.start.env.values()])
+        ):
+            raise ValueError(
+                "store_proxy.upstream uses {store_port}, so the start command (or start.env) "
+                "must pass {store_port} on, for the target to start its database on that port"
             )
         return self
 

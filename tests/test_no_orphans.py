@@ -7,9 +7,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import psutil
 
+from harness._network import free_port
+from harness._processes import ManagedProcess
 from harness._profiles import in_ci
 
 SCRIPT = textwrap.dedent(
@@ -81,3 +84,51 @@ def test_sigterm_stops_every_service_it_started() -> None:
     assert process.wait(timeout=60) == 128 + signal.SIGTERM
     assert not psutil.pid_exists(started["toxiproxy"])
     assert started["postgres_port"] not in _listening_ports()
+
+
+#: A process that starts a helper in its own group (as the examples start Redis), writes the
+#: helper's pid, and serves a port so that it can be seen to be ready.
+LEADER = textwrap.dedent(
+    """
+    import socket, subprocess, sys
+    helper = subprocess.Popen(["sleep", "600"])
+    with open(sys.argv[1], "w") as out:
+        out.write(str(helper.pid))
+    server = socket.create_server(("127.0.0.1", int(sys.argv[2])))
+    while True:
+        server.accept()[0].close()
+    """
+)
+
+
+def test_helpers_of_a_process_that_died_by_itself_do_not_outlive_it(tmp_path: Path) -> None:
+    port = free_port()
+    process = ManagedProcess(
+        "leader", [sys.executable, "-c", LEADER, str(tmp_path / "helper"), str(port)],
+        log_path=tmp_path / "leader.log", ready_port=("127.0.0.1", port))
+
+    # mirakuru's executor kills its group when it is garbage-collected, which a reference cycle
+    # can put off until the harness exits; keeping every executor alive shows what
+    # ManagedProcess itself does.
+    executors = []
+
+    def start_then_die() -> psutil.Process:
+        """Start it, then kill only the leader: its helper lives on in the group."""
+        process.start()
+        executors.append(process._executor)
+        helper = psutil.Process(int((tmp_path / "helper").read_text()))
+        assert process.pid is not None
+        leader = psutil.Process(process.pid)
+        leader.kill()
+        leader.wait(timeout=10)
+        assert helper.is_running()
+        return helper
+
+    helper = start_then_die()
+    try:
+        start_then_die()  # a restart begins by ending what the dead one left
+        helper.wait(timeout=10)
+        helper = psutil.Process(int((tmp_path / "helper").read_text()))
+    finally:
+        process.stop()  # stopping a dead process ends its helpers too
+    helper.wait(timeout=10)

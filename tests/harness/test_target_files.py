@@ -108,3 +108,29 @@ def test_templates_keep_the_type_of_a_whole_placeholder() -> None:
     body = {"amount": "{amount}", "note": "for {customer}", "items": ["{amount}"]}
     assert render_template(body, {"amount": 12, "customer": "c"}) == {
         "amount": 12, "note": "for c", "items": [12]}
+
+
+STARTED = """
+name = "mine"
+[start]
+command = ["./serve", "--port", "{port}"]
+[effects]
+kind = "recorder"
+"""
+
+
+def test_a_store_proxy_upstream_must_be_host_and_port(tmp_path: Path) -> None:
+    (field, problem, _fix), = problems(
+        tmp_path, STARTED + '[store_proxy]\nupstream = "postgresql://db/app"\n')
+    assert field == "store_proxy" and "must be host:port" in problem
+
+
+def test_a_store_port_the_start_command_does_not_pass_on_is_refused(tmp_path: Path) -> None:
+    (_field, problem, _fix), = problems(
+        tmp_path, STARTED + '[store_proxy]\nupstream = "127.0.0.1:{store_port}"\n')
+    assert "must pass {store_port} on" in problem
+    passed_on = STARTED.replace('"{port}"]', '"{port}", "--db-port", "{store_port}"]')
+    target = load_target(write(tmp_path, passed_on
+                               + '[store_proxy]\nupstream = "127.0.0.1:{store_port}"\n'))
+    assert target.store_proxy is not None and target.store_proxy.picks_port
+    assert "store-proxy" in target.capabilities()

@@ -1,5 +1,5 @@
 // A minimal charge service on Express, made idempotent by express-idempotency and its Redis
-// adapter, wired exactly as the two READMEs show: the adapter connects, the middleware is
+// adapter, wired as the READMEs show: the adapter connects (over a node-redis client we give it), the middleware is
 // mounted with `app.use`, and the route handler returns early when `isHit(req)` says the
 // middleware already answered.  Nothing in either library is patched or wrapped.
 //
@@ -10,6 +10,7 @@
 'use strict';
 
 const crypto = require('node:crypto');
+const { createClient } = require('@redis/client');
 const express = require('express');
 const idempotency = require('express-idempotency');
 const RedisAdapter = require('express-idempotency-redis-adapter').default;
@@ -18,8 +19,15 @@ const HOST = '127.0.0.1';
 const RETENTION_SECONDS = 86400; // the adapter's documented default TTL, stated explicitly
 const MAX_DELAY_MS = 60000;
 
+// The adapter's README allows handing it a node-redis client (`connectionInstance`); we do, because
+// node-redis's README says an application MUST listen to its client's 'error' events: without a
+// listener a dropped connection to Redis is thrown and ends the process.  The client reconnects on
+// its own; commands issued while it is down fail, and the middleware passes the error on.
+const redis = createClient({ url: process.env.REDIS_URL });
+redis.on('error', (error) => console.error(`redis: ${error.message}`));
+
 const adapter = new RedisAdapter({
-  connectionConfig: { url: process.env.REDIS_URL },
+  connectionInstance: redis,
   ttl: RETENTION_SECONDS,
 });
 
