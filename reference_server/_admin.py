@@ -16,10 +16,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 
+from harness._network import is_loopback
 from reference_server._cleanup import CleanupJob
 from reference_server._clock import ServerClock
 from reference_server._keys import InvalidKey, parse_key
-from reference_server._loopback import is_loopback
 from reference_server._responses import send_error
 from reference_server._types import ASGIApp, Receive, Scope, Send
 from reference_server.stores import Store, StoreUnavailable

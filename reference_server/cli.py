@@ -10,8 +10,8 @@ from typing import cast
 
 import click
 
+from harness._network import is_loopback
 from reference_server._durations import Duration
-from reference_server._loopback import is_loopback
 from reference_server._middleware import ErrorPolicy, InProgressPolicy, Mode
 from reference_server._serving import run_server
 from reference_server._settings import ServerSettings
