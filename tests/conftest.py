@@ -13,18 +13,12 @@ import pytest
 from harness._errors import ServiceUnavailable
 from harness._postgres import PostgresServer, start_postgres
 from harness._processes import stop_children_on_sigterm
-from harness._profiles import get_profile
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from tests.missing import missing
 
 
 def pytest_configure(config: pytest.Config) -> None:
     stop_children_on_sigterm()  # a CI timeout's SIGTERM must not orphan Toxiproxy or PostgreSQL
-
-
-def _unavailable(exc: ServiceUnavailable) -> None:
-    if get_profile().require_services:
-        pytest.fail(f"{exc} (CI=true: a missing service is a failure, not a skip)", pytrace=False)
-    pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +26,7 @@ def toxiproxy_server() -> Iterator[ToxiproxyServer]:
     try:
         server = start_toxiproxy()
     except ServiceUnavailable as exc:
-        _unavailable(exc)
+        missing(str(exc))
     with server:
         yield server
 
@@ -42,6 +36,6 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         server = start_postgres()
     except ServiceUnavailable as exc:
-        _unavailable(exc)
+        missing(str(exc))
     with server:
         yield server

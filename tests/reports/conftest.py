@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 
-from harness._profiles import get_profile
 from harness._toxiproxy import ToxiproxyServer
+from tests.missing import missing
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -43,10 +43,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext
     if executable is None:
         message = ("chromium is missing: run `make setup` (scripts/ensure-chromium installs "
                    "Debian's chromium as root) or set IDEM_CHROMIUM")
-        if get_profile().require_services:
-            pytest.fail(f"{message} (CI=true: a missing browser is a failure, not a skip)",
-                        pytrace=False)
-        pytest.skip(message)
+        missing(message, kind="browser")
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
