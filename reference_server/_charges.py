@@ -28,7 +28,7 @@ from reference_server.stores import Store, StoreUnavailable
 __all__ = ["MAX_AMOUNT", "ChargeFields", "ChargeService", "InvalidCharge", "parse_charge"]
 
 MAX_AMOUNT = 2**53 - 1  # the largest integer every JSON client reads exactly
-_FIELDS = ("amount", "currency", "customer")
+_FIELDS = frozenset({"amount", "currency", "customer"})
 _MAX_CUSTOMER = 255
 
 
@@ -46,7 +46,7 @@ class ChargeFields:
 def parse_charge(document: Any) -> ChargeFields:
     if not isinstance(document, dict):
         raise InvalidCharge("the body must be a JSON object")
-    unknown = sorted(set(document) - set(_FIELDS))
+    unknown = sorted(set(document) - _FIELDS)
     if unknown:
         raise InvalidCharge(f"unknown field(s): {', '.join(unknown)}")
     amount = document.get("amount")

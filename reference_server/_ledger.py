@@ -37,14 +37,13 @@ class PendingWork:
 
 
 class DirectLedger:
-    """Writes each charge in its own transaction, stamped with the request's origin key."""
+    """Writes each charge in its own transaction; no key governs it, so it has no origin key."""
 
-    def __init__(self, store: Store, *, client_key: str | None = None) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
-        self._client_key = client_key
 
     async def record(self, charge: Charge) -> None:
-        await self._store.record_charges([charge], self._client_key)
+        await self._store.record_charges([charge], None)
 
 
 def with_ledger(scope: Scope, ledger: Ledger) -> Scope:

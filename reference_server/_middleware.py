@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -47,7 +47,7 @@ from reference_server._faults import (
 from reference_server._fingerprint import InvalidJson, canonical_json, fingerprint
 from reference_server._keys import KEY_HEADER, InvalidKey, parse_key
 from reference_server._ledger import DirectLedger, PendingWork, with_ledger
-from reference_server._model import StoredResponse
+from reference_server._model import Charge, StoredResponse
 from reference_server._responses import (
     CapturedResponse,
     capture,
@@ -73,6 +73,15 @@ _ALREADY_PROCESSED = StoredResponse(
     200, (("content-type", "application/json"),), b'{"status":"already_processed"}'
 )
 _RETRY_AFTER = 1
+# The layer's fixed answers, encoded once: 409s and 503s come in bursts (concurrent retries, an
+# outage), and ``send_captured`` copies the headers, so one value serves every request.
+_REUSE = error_response(422, "idempotency_key_reuse",
+                        "this key was used for a different request")
+_IN_PROGRESS = error_response(409, "in_progress",
+                              "a request with this key is still running; retry later",
+                              retry_after=_RETRY_AFTER)
+_STORE_UNAVAILABLE = error_response(503, "store_unavailable", retry_after=_RETRY_AFTER)
+_INTERNAL = error_response(500, "internal")
 
 
 class IdempotencyMiddleware:
@@ -124,6 +133,7 @@ class IdempotencyMiddleware:
         self.behaviour = behaviour
         self.methods = methods
         self.waiting_room = _WaitingRoom(max_waiters)
+        self.direct = DirectLedger(store)  # for lax mode's unkeyed requests; holds no state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -187,7 +197,7 @@ class _Exchange:
         except StoreUnavailable as exc:
             logger.warning("store unavailable: %s", exc)
             if not self.responded:
-                await send_error(self.send, 503, "store_unavailable", retry_after=_RETRY_AFTER)
+                await send_captured(self.send, _STORE_UNAVAILABLE)
 
     async def _run(self) -> None:
         layer, headers = self.layer, self.scope["headers"]
@@ -235,8 +245,7 @@ class _Exchange:
         request = self._keyed(tenant, client_key, b"", FaultRequest())
         record = await self.layer.store.lookup(request.tenant, request.key)
         if judge(record, await self._claim_request(request)) is Verdict.REUSE:
-            return await send_error(self.send, 422, "idempotency_key_reuse",
-                                    "this key was used for a different request")
+            return await send_captured(self.send, _REUSE)
         await self.layer.app(self.scope, self.receive, self.send)
 
     def _keyed(
@@ -257,14 +266,14 @@ class _Exchange:
 
     async def _run_unkeyed(self, receive: Receive) -> None:
         """Lax mode without a key: the handler runs unprotected, its charges written at once."""
-        scope = with_ledger(self.scope, DirectLedger(self.layer.store))
+        scope = with_ledger(self.scope, self.layer.direct)
         try:
             response = await capture(self.layer.app, scope, receive)
         except StoreUnavailable:
             raise
         except Exception:
             logger.exception("the handler failed on a request without a key")
-            response = error_response(500, "internal")
+            response = _INTERNAL
         await send_captured(self.send, response)
 
     # -- claiming -------------------------------------------------------------------------
@@ -317,12 +326,9 @@ class _Exchange:
         if isinstance(outcome, InProgress) and self.layer.in_progress == "wait":
             outcome = await self._wait(request)
         if isinstance(outcome, Reuse):
-            await send_error(self.send, 422, "idempotency_key_reuse",
-                             "this key was used for a different request")
+            await send_captured(self.send, _REUSE)
         elif isinstance(outcome, InProgress):
-            await send_error(self.send, 409, "in_progress",
-                             "a request with this key is still running; retry later",
-                             retry_after=_RETRY_AFTER)
+            await send_captured(self.send, _IN_PROGRESS)
         elif isinstance(outcome, Replay):
             await send_stored(self.send, outcome.response)
         else:
@@ -346,8 +352,8 @@ class _Exchange:
                              layer.errors)
             if layer.errors == "release":
                 await self._release(request, token)
-                return await send_error(self.send, 500, "internal")
-            response, work = error_response(500, "internal"), PendingWork()
+                return await send_captured(self.send, _INTERNAL)
+            response, work = _INTERNAL, PendingWork()
         if not layer.behaviour.commit_before_ack:
             await send_captured(self.send, response)
         try:
@@ -373,21 +379,20 @@ class _Exchange:
         stored = response.stored() if behaviour.store_response else _ALREADY_PROCESSED
         if token is None:  # insert-after-work: the key is written only now
             token = await layer.store.claim_unchecked(await self._claim_request(request))
-        commit = Commit(
+        charges: Sequence[Charge] = work.charges
+        if not behaviour.single_commit:  # split-commit: the work first, on its own
+            await layer.store.record_charges(charges, request.client_key)
+            charges = ()
+        if request.faults.fault is FaultPoint.CRASH_AFTER_WORK:
+            crash(FaultPoint.CRASH_AFTER_WORK)
+        committed = await layer.store.commit(Commit(
             tenant=request.tenant,
             key=request.key,
             token=token if behaviour.fencing else None,
             response=stored,
-            charges=work.charges,
+            charges=charges,
             client_key=request.client_key,
-        )
-        if not behaviour.single_commit:  # split-commit: the work first, on its own
-            await layer.store.record_charges(work.charges, request.client_key)
-            commit = Commit(commit.tenant, commit.key, commit.token, stored, (),
-                            request.client_key)
-        if request.faults.fault is FaultPoint.CRASH_AFTER_WORK:
-            crash(FaultPoint.CRASH_AFTER_WORK)
-        committed = await layer.store.commit(commit)
+        ))
         if not committed:
             logger.warning("lost the fence on key %r: another claim took it over; the work "
                            "is discarded", request.key)

@@ -82,10 +82,6 @@ class KeyRecord:
     locked_until: datetime | None
     created_at: datetime
 
-    @property
-    def complete(self) -> bool:
-        return self.response is not None
-
 
 @dataclass(frozen=True, slots=True)
 class KeyStats:

@@ -98,7 +98,7 @@ def json_response(
                (b"content-length", str(len(body)).encode())]
     if retry_after is not None:
         headers.append((b"retry-after", str(retry_after).encode()))
-    return CapturedResponse(status, headers, body)
+    return CapturedResponse(status, tuple(headers), body)  # immutable: the layer shares some
 
 
 def error_response(

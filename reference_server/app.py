@@ -21,7 +21,7 @@ from typing import Any
 from starlette.routing import Mount, Router
 
 from reference_server._admin import admin_app
-from reference_server._behaviour import Behaviour
+from reference_server._behaviour import CORRECT
 from reference_server._charges import ChargeService
 from reference_server._cleanup import CleanupJob
 from reference_server._clock import ServerClock
@@ -38,7 +38,7 @@ __all__ = ["create_app"]
 def create_app(settings: ServerSettings) -> Router:
     """The whole server as an ASGI app; raises ``StoreUrlError`` or ``UnknownFlaw`` early."""
     flaw = None if settings.flaw is None else get_flaw(settings.flaw)
-    behaviour = Behaviour() if flaw is None else flaw.apply(Behaviour())
+    behaviour = CORRECT if flaw is None else flaw.apply(CORRECT)
     store = store_from_url(settings.store_url)
     clock = ServerClock(store, adjustable=settings.test_clock)
     cleanup = CleanupJob(

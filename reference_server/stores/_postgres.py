@@ -148,11 +148,8 @@ _CHARGE_COLUMNS = "id, tenant, amount, currency, customer, created_at"
 
 
 def _charges_json(charges: Sequence[Charge]) -> str:
-    return json.dumps([
-        {"id": c.id, "tenant": c.tenant, "amount": c.amount, "currency": c.currency,
-         "customer": c.customer, "created_at": c.created_at.isoformat()}
-        for c in charges
-    ])
+    """The charges as ``jsonb_to_recordset`` reads them: the API's fields and the tenant."""
+    return json.dumps([{**c.to_json(), "tenant": c.tenant} for c in charges])
 
 
 def _describe(dsn: str) -> str:

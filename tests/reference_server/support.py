@@ -28,6 +28,7 @@ __all__ = [
     "CHARGE",
     "Server",
     "concurrently",
+    "first_answers",
     "in_thread",
     "new_key",
     "new_tenant",
@@ -82,6 +83,11 @@ def concurrently(count: int, action: Callable[[int], T], *, timeout: float = 30.
     with ThreadPoolExecutor(max_workers=count) as pool:
         futures = [pool.submit(run, index) for index in range(count)]
         return [future.result(timeout=timeout) for future in futures]
+
+
+def first_answers(responses: list[httpx.Response]) -> list[httpx.Response]:
+    """The responses that ran the work: 201s that are not replays."""
+    return [r for r in responses if r.status_code == 201 and "idempotent-replayed" not in r.headers]
 
 
 class Server:

@@ -18,6 +18,7 @@ from tests.reference_server.support import (
     CHARGE,
     Server,
     concurrently,
+    first_answers,
     in_thread,
     new_key,
     new_tenant,
@@ -55,10 +56,6 @@ def crash_at(server: Server, key: str, point: str) -> httpx.Response | None:
     assert server.wait_exit() == 137
     server.start()
     return response
-
-
-def first_answers(responses: list[httpx.Response]) -> list[httpx.Response]:
-    return [r for r in responses if r.status_code == 201 and "idempotent-replayed" not in r.headers]
 
 
 def test_every_flaw_has_a_test_here() -> None:

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from tests.reference_server.conftest import Servers
-from tests.reference_server.support import Server, concurrently, new_key
+from tests.reference_server.support import Server, concurrently, first_answers, new_key
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,7 @@ def test_concurrent_same_key_requests_to_two_processes_make_one_charge(
     headers = {"X-Test-Delay-Ms": "300"}
     responses = concurrently(8, lambda i: pair[i % 2].post(key, headers=headers))
     assert {r.status_code for r in responses} <= {201, 409}
-    firsts = [r for r in responses
-              if r.status_code == 201 and "idempotent-replayed" not in r.headers]
+    firsts = first_answers(responses)
     assert len(firsts) == 1
     charge_id = firsts[0].json()["id"]
     assert all(r.json()["id"] == charge_id for r in responses if r.status_code == 201)

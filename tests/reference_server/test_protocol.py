@@ -4,10 +4,8 @@ reuse, in-flight retries, tenants, retention and bad input."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from tests.reference_server.conftest import Servers
@@ -15,6 +13,8 @@ from tests.reference_server.support import (
     CHARGE,
     Server,
     concurrently,
+    first_answers,
+    in_thread,
     new_key,
     new_tenant,
     raw_exchange,
@@ -151,10 +151,8 @@ def test_a_read_with_an_unused_key_passes_through_unclaimed(server: Server) -> N
 
 def test_a_retry_during_the_original_gets_409_with_retry_after(server: Server) -> None:
     key, tenant = new_key(), new_tenant()
-    slow: list[httpx.Response] = []
-    original = threading.Thread(target=lambda: slow.append(
-        server.post(key, tenant=tenant, headers={"X-Test-Delay-Ms": "1500"})))
-    original.start()
+    original, slow = in_thread(
+        lambda: server.post(key, tenant=tenant, headers={"X-Test-Delay-Ms": "1500"}))
     server.wait_in_progress()
     retry = server.post(key, tenant=tenant)
     original.join(timeout=15)
@@ -171,8 +169,7 @@ def test_concurrent_same_key_requests_make_exactly_one_charge(server: Server) ->
     headers = {"X-Test-Delay-Ms": "300"}
     responses = concurrently(8, lambda _: server.post(key, headers=headers))
     statuses = sorted(r.status_code for r in responses)
-    firsts = [r for r in responses
-              if r.status_code == 201 and "idempotent-replayed" not in r.headers]
+    firsts = first_answers(responses)
     assert len(firsts) == 1, statuses
     assert set(statuses) <= {201, 409}, statuses
     winner = firsts[0].json()["id"]
