@@ -7,7 +7,7 @@ because the layer's own bookkeeping is exactly what is under suspicion.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urljoin
@@ -16,6 +16,7 @@ import httpx
 import psycopg
 
 from harness._errors import ServiceError
+from harness._history import ORACLE, Event, History
 from harness._network import require_loopback
 from harness._recorder import Recorder
 from harness._target import HttpEffects, SqlEffects, placeholders, render_template
@@ -127,3 +128,30 @@ class RecorderOracle:
 
     def close(self) -> None:
         self.recorder.close()
+
+
+def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
+                   key: str | None) -> None:
+    """Ask ``oracle`` about one (tenant, key) and record the answer as an ``effects`` event.
+
+    The oracle's failure is evidence too: it is recorded as a ``fail`` event, which makes the
+    verdict for that key "unknown" rather than a guess.
+    """
+    try:
+        counted = oracle.count(tenant, key)
+    except Exception as exc:
+        history.record("fail", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
+        return
+    value: dict[str, Any] = {"count": counted.count}
+    if counted.ids is not None:
+        value["ids"] = list(counted.ids)
+    history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
+
+
+def identities_sent(events: Sequence[Event]) -> list[tuple[str | None, str | None]]:
+    """Every (tenant, key) a request was sent with, in first-use order: whom to ask."""
+    seen: dict[tuple[str | None, str | None], None] = {}
+    for event in events:
+        if event.f == "request" and event.type == "invoke":
+            seen.setdefault(event.identity, None)
+    return list(seen)

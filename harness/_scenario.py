@@ -22,6 +22,7 @@ from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._history import ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
+from harness._oracle import identities_sent, record_effects
 from harness._target import Target, render_template
 
 __all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext"]
@@ -133,14 +134,18 @@ class ScenarioContext:
                                              rng=self.rng, first_attempt=first_attempt,
                                              instance=instance)
 
-    def send_slowly(self, request: Request, *, slow_ms: int, process: str = "c0") -> Pending:
-        """Send ``request`` with the slow hook, in the background, and return once the target
-        reports it in progress: the original that a retry, a lease or a fault should meet."""
+    def slowed(self, request: Request, slow_ms: int) -> Request:
+        """``request`` carrying the target's slow hook, asking for ``slow_ms`` more work."""
         slow = self.target.hooks.slow
         if slow is None:
             raise UsageError(f"target {self.target.name} has no slow hook ([hooks.slow])")
-        slowed = replace(request, headers={**request.headers,
-                                           slow.header: slow.value.replace("{ms}", str(slow_ms))})
+        return replace(request, headers={**request.headers,
+                                         slow.header: slow.value.replace("{ms}", str(slow_ms))})
+
+    def send_slowly(self, request: Request, *, slow_ms: int, process: str = "c0") -> Pending:
+        """Send ``request`` with the slow hook, in the background, and return once the target
+        reports it in progress: the original that a retry, a lease or a fault should meet."""
+        slowed = self.slowed(request, slow_ms)
         pending = Pending(lambda: self.send(slowed, process=process),
                           timeout=self.target.client.timeout + slow_ms / 1000 + 5)
         self.wait_until_in_progress()
@@ -258,10 +263,8 @@ class ScenarioContext:
     def _kill_while_in_flight(self, request: Request, *, process: str, instance: int) -> Event:
         """SIGKILL the target once ``request`` is being handled (seen in progress when the
         target can say so), then collect the client's side of the crash."""
-        slow = self.target.hooks.slow
-        if slow is not None:
-            request = replace(request, headers={
-                **request.headers, slow.header: slow.value.replace("{ms}", "3000")})
+        if self.target.hooks.slow is not None:
+            request = self.slowed(request, 3000)
         in_flight = Pending(lambda: self.send(request, process=process, instance=instance),
                             timeout=self.target.client.timeout + 10)
         self.wait_until_in_progress()
@@ -282,18 +285,6 @@ class ScenarioContext:
         (those whose count may have changed): the judge's evidence."""
         oracle = self.deployment.oracle
         assert oracle is not None
-        seen: list[tuple[str | None, str | None]] = list(identities or [])
-        for event in self.history.events() if identities is None else ():
-            if event.f == "request" and event.type == "invoke" and event.identity not in seen:
-                seen.append(event.identity)
-        for tenant, key in seen:
-            try:
-                counted = oracle.count(tenant, key)
-            except Exception as exc:  # the oracle's failure is evidence too: it makes "unknown"
-                self.history.record("fail", "effects", ORACLE, tenant=tenant, key=key,
-                                    error=str(exc))
-                continue
-            value: dict[str, Any] = {"count": counted.count}
-            if counted.ids is not None:
-                value["ids"] = list(counted.ids)
-            self.history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
+        wanted = identities_sent(self.history.events()) if identities is None else identities
+        for tenant, key in wanted:
+            record_effects(self.history, oracle, tenant, key)

@@ -8,7 +8,6 @@ run happens when the first of its items executes; the others read their outcome 
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,7 +59,6 @@ class TargetRun:
 
     def _run(self) -> None:
         chosen = [s for name, s in CATALOG.items() if name in self.selected]
-        shutil.rmtree(self.report_dir / "target", ignore_errors=True)
         config = RunConfig(target=self.target, scenarios=chosen, report_dir=self.report_dir,
                            seed=self.seed)
         try:
