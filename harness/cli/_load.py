@@ -7,7 +7,6 @@ harness) and removes it afterwards, so ``--servers 2`` works with nothing else g
 
 from __future__ import annotations
 
-import shutil
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -56,7 +55,6 @@ def load(target_file: str | None, reference: bool, store: str | None, flaw: str 
     (exit 0 pass, 1 findings, 2 error)."""
     target = choose_target(target_file, reference, store, flaw)
     report_dir = report_dir or default_report_dir()
-    shutil.rmtree(report_dir / "target", ignore_errors=True)
     console = Console(stderr=True)
     with ExitStack() as stack:
         if reference and servers > 1:

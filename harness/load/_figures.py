@@ -15,7 +15,6 @@ from typing import Any
 from harness._analysis import Attempt, View
 from harness._checker import CheckResult
 from harness._client import is_final
-from harness._history import Event
 from harness._target import Promises
 
 __all__ = ["fault_windows", "load_figures", "percentiles", "timeline"]
@@ -26,14 +25,10 @@ PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     """Nearest-rank p50, p95 and p99 of ``values`` (None when there are none)."""
     ordered = sorted(values)
-    result: dict[str, float | None] = {}
-    for name, fraction in PERCENTILES:
-        if not ordered:
-            result[name] = None
-        else:
-            rank = max(1, math.ceil(fraction * len(ordered)))
-            result[name] = round(ordered[rank - 1], 3)
-    return result
+    if not ordered:
+        return {name: None for name, _ in PERCENTILES}
+    return {name: round(ordered[max(1, math.ceil(fraction * len(ordered))) - 1], 3)
+            for name, fraction in PERCENTILES}
 
 
 def _latency_ms(attempt: Attempt) -> float:
@@ -49,9 +44,8 @@ def _span(attempts: Sequence[Attempt]) -> float:
     return max(last - first, 1e-9)
 
 
-def load_figures(events: Sequence[Event], promises: Promises, check: CheckResult) -> dict[str, Any]:
+def load_figures(view: View, promises: Promises, check: CheckResult) -> dict[str, Any]:
     """Every figure of a load run; see docs/load.md for what each one means."""
-    view = View(events)
     attempts = [a for a in view.attempts if a.invoke.key is not None]
     done = [a for a in attempts if a.completion is not None]
     seconds = _span(attempts)
@@ -69,7 +63,8 @@ def load_figures(events: Sequence[Event], promises: Promises, check: CheckResult
     statuses = Counter(str(a.status) for a in done if a.status is not None)
     no_answer = Counter(a.completion.error or "unknown" for a in done
                         if a.completion is not None and a.status is None)
-    nemesis = [e for e in events if e.f in ("fault", "crash")]
+    first = [_latency_ms(a) for a in done if a.invoke.attempt == 1]
+    retry = [_latency_ms(a) for a in done if (a.invoke.attempt or 1) > 1]
     return {
         "seconds": round(seconds, 3),
         "requests": len(attempts),
@@ -77,10 +72,8 @@ def load_figures(events: Sequence[Event], promises: Promises, check: CheckResult
         "keys": len(keys),
         "charges_per_s": round(len(keys) / seconds, 2) if keys else 0.0,
         "latency_ms": {
-            "first": {**percentiles([_latency_ms(a) for a in done if a.invoke.attempt == 1]),
-                      "count": sum(1 for a in done if a.invoke.attempt == 1)},
-            "retry": {**percentiles([_latency_ms(a) for a in done if (a.invoke.attempt or 1) > 1]),
-                      "count": sum(1 for a in done if (a.invoke.attempt or 1) > 1)},
+            "first": {**percentiles(first), "count": len(first)},
+            "retry": {**percentiles(retry), "count": len(retry)},
         },
         "retries": len(attempts) - len(keys),
         "retries_per_key": {"mean": round((sum(tries) - len(tries)) / len(tries), 3)
@@ -95,17 +88,17 @@ def load_figures(events: Sequence[Event], promises: Promises, check: CheckResult
         "unknown_effects": sum(1 for seen in view.effects.values() if seen.count is None),
         "statuses": dict(sorted(statuses.items())),
         "no_answer": dict(sorted(no_answer.items())),
-        "faults": sum(1 for e in nemesis if e.f == "fault"),
-        "crashes": sum(1 for e in nemesis if e.f == "crash"),
+        "faults": len(view.fault_windows),
+        "crashes": len(view.crashes),
         "duplicate_keys": duplicate_keys,
         "lost_outcome_keys": lost_keys,
     }
 
 
-def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
+def timeline(view: View) -> list[dict[str, Any]]:
     """Per second of the run: attempts completed and their latency percentiles."""
     buckets: dict[int, list[float]] = defaultdict(list)
-    for attempt in View(events).attempts:
+    for attempt in view.attempts:
         if attempt.completion is not None and attempt.invoke.key is not None:
             second = max(0, int(attempt.completion.time))
             buckets[second].append(_latency_ms(attempt))
@@ -119,27 +112,26 @@ def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
     return rows
 
 
-def fault_windows(events: Sequence[Event]) -> list[dict[str, Any]]:
-    """Each fault from its injection to its heal, and each crash from the kill to the restart.
+def fault_windows(view: View) -> list[dict[str, Any]]:
+    """Each fault from its injection to its heal (paired as the checker pairs them), and each
+    crash from the kill to the restart, in the order they began.
 
     A window still open at the end of the history closes at the history's last event.
     """
-    end = events[-1].time if events else 0.0
-    windows: list[dict[str, Any]] = []
-    open_faults: dict[str, int] = {}
-    open_crashes: dict[int, int] = {}
-    for event in events:
-        if event.f == "fault":
-            open_faults[str(event.value.get("fault"))] = len(windows)
-            windows.append({"start": event.time, "end": end,
-                            "fault": str(event.value.get("fault"))})
-        elif event.f == "heal" and str(event.value.get("fault")) in open_faults:
-            windows[open_faults.pop(str(event.value.get("fault")))]["end"] = event.time
-        elif event.f == "crash":
-            instance = int(event.value.get("instance", 0))
-            open_crashes[instance] = len(windows)
-            windows.append({"start": event.time, "end": end, "fault": "crash",
-                            "instance": instance})
-        elif event.f == "restart" and int(event.value.get("instance", 0)) in open_crashes:
-            windows[open_crashes.pop(int(event.value.get("instance", 0)))]["end"] = event.time
-    return [{**w, "start": round(w["start"], 3), "end": round(w["end"], 3)} for w in windows]
+    end = view.events[-1].time if view.events else 0.0
+    windows: list[tuple[int, dict[str, Any]]] = [
+        (fault.index, {"start": fault.time, "end": heal.time if heal else end,
+                       "fault": str(fault.value.get("fault"))})
+        for fault, heal in view.fault_windows
+    ]
+    open_crashes: dict[int, dict[str, Any]] = {}
+    for event in view.nemesis:
+        instance = int(event.value.get("instance", 0))
+        if event.f == "crash":
+            open_crashes[instance] = {"start": event.time, "end": end, "fault": "crash",
+                                      "instance": instance}
+            windows.append((event.index, open_crashes[instance]))
+        elif event.f == "restart" and instance in open_crashes:
+            open_crashes.pop(instance)["end"] = event.time
+    windows.sort(key=lambda item: item[0])
+    return [{**w, "start": round(w["start"], 3), "end": round(w["end"], 3)} for _, w in windows]

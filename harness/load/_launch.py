@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness._errors import ServiceError
-from harness.load._plan import NODES_FILE, LoadPlan
+from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, NODES_FILE, LoadPlan
 
 __all__ = ["BOOTSTRAP", "LocustProcesses"]
 
@@ -33,7 +33,8 @@ BOOTSTRAP = (
 START_TIMEOUT = 120.0
 #: After the statistics process has finished, the workers have this long to quit.
 WORKER_EXIT_TIMEOUT = 30.0
-_EXIT_MEANINGS = {3: "its workers did not connect", 4: "not every node sent its history"}
+_EXIT_MEANINGS = {EXIT_NO_WORKERS: "its workers did not connect",
+                  EXIT_INCOMPLETE: "not every node sent its history"}
 
 
 class _Child:

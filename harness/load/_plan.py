@@ -9,16 +9,27 @@ one from results.json, so both sides judge and send by the same definition.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from harness._client import RetryPolicy
 from harness._target import Target
 
-__all__ = ["NODES_FILE", "LoadPlan", "events_file", "target_definition"]
+__all__ = [
+    "EXIT_INCOMPLETE",
+    "EXIT_NO_WORKERS",
+    "NODES_FILE",
+    "LoadPlan",
+    "events_file",
+    "target_definition",
+]
 
 NODES_FILE = "nodes.json"
+#: Exit codes of the statistics process, here because both sides read them: the master's workers
+#: did not connect; not every node sent its history.
+EXIT_NO_WORKERS = 3
+EXIT_INCOMPLETE = 4
 
 #: Seconds a Locust process waits, beyond the retry policy's own bound, for the last charges.
 DRAIN_SLACK = 5.0
@@ -69,15 +80,13 @@ class LoadPlan:
         return target.model_copy(update={"client": client})
 
     def to_json(self) -> str:
-        data = asdict(self)
-        data["urls"] = list(self.urls)
-        return json.dumps(data, indent=2) + "\n"
+        return json.dumps(asdict(self), indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> LoadPlan:
         data = json.loads(text)
-        plan = cls(**{**data, "policy": RetryPolicy(**data["policy"])})
-        return replace(plan, urls=tuple(plan.urls))
+        return cls(**{**data, "policy": RetryPolicy(**data["policy"]),
+                      "urls": tuple(data["urls"])})
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,14 +26,12 @@ from locust.runners import Runner
 
 from harness.load._node import HISTORY_MESSAGE, LoadNode
 from harness.load._outputs import HistoryCollector, LocustFiles
-from harness.load._plan import LoadPlan
+from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, LoadPlan
 from harness.load._users import charge_user_class
 
-__all__ = ["EXIT_INCOMPLETE", "EXIT_NO_WORKERS", "LOOPBACK", "run_stats", "run_worker"]
+__all__ = ["LOOPBACK", "run_stats", "run_worker"]
 
 LOOPBACK = "127.0.0.1"
-EXIT_NO_WORKERS = 3
-EXIT_INCOMPLETE = 4
 #: How long a master waits for its workers to connect.
 WORKER_CONNECT_TIMEOUT = 60.0
 

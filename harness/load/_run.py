@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness._analysis import View
 from harness._checker import CheckResult
 from harness._client import RetryPolicy
 from harness._deployment import Deployment
@@ -128,11 +129,13 @@ def run_load(config: LoadConfig, *,
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
     work_dir = config.report_dir / "work"
-    shutil.rmtree(work_dir, ignore_errors=True)
+    target_dir = config.report_dir / "target"
+    for stale in (work_dir, target_dir):  # the last run's plan, store and logs: start afresh
+        shutil.rmtree(stale, ignore_errors=True)
     with ExitStack() as stack:
         toxiproxy = config.toxiproxy or stack.enter_context(start_toxiproxy(log_dir=work_dir))
         deployment = stack.enter_context(Deployment(
-            config.target, toxiproxy=toxiproxy, workdir=config.report_dir / "target",
+            config.target, toxiproxy=toxiproxy, workdir=target_dir,
             instances=config.servers, allow_remote=config.allow_remote))
         plan = LoadPlan(
             run_id=deployment.run_id, seed=seed, users=config.users,
@@ -179,12 +182,13 @@ def run_load(config: LoadConfig, *,
     verdict = check.verdict if not problems else merge_verdicts([check.verdict, "unknown"])
     outcome = ScenarioOutcome(SCENARIO, verdict, LOAD_PROPERTIES, check,
                               "; ".join(problems) or None, events, time.monotonic() - clock)
-    figures = load_figures(events, config.target.promises, check)
+    view = View(events)
+    figures = load_figures(view, config.target.promises, check)
     settings = _settings(config, seed)
     run = RunResult(config.target, (outcome,), seed, started_at, config.report_dir,
                     config.retry_horizon, time.monotonic() - clock, True,
                     extra={"load": {**settings, "figures": figures}})
-    return LoadResult(run, figures, timeline(events), fault_windows(events), cpu, schedule,
+    return LoadResult(run, figures, timeline(view), fault_windows(view), cpu, schedule,
                       settings, problems)
 
 
