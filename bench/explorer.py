@@ -56,7 +56,7 @@ def _explore(row: Row, args: argparse.Namespace, toxiproxy: ToxiproxyServer,
                else "FINDING ON THE CORRECT SERVER" if not row.expected
                else "TOO LONG" if not short else "UNEXPECTED PROPERTY")
     reproduced = ""
-    if args.replay and story is not None and done.story_path is not None:
+    if args.replay and done.story_path is not None:
         again = replay(load_story(done.story_path),
                        ReplayConfig(target=row.target, report_dir=report_dir / "replay",
                                     toxiproxy=toxiproxy))

@@ -3,16 +3,22 @@
 A slowed request is sent on a thread of its own through the slow hook; the step that starts it
 returns once the target holds its key (its count of keys in progress went up), or after half
 its delay when the target cannot say, so the next steps meet a request that is still running.
+
+``ScenarioContext.send_slowly`` does the same for one scenario, but not what a story needs: the
+deployment is shared and a story may have several slowed requests at once, so "in progress" is
+a count above the one before, not any key at all; the key-table hook fails while a database
+fault is on; a step reads an answer without waiting for it; and a slowed request's own timeout
+covers its delay (the fault timeout while a network fault is on).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from harness._client import Request
-from harness._errors import ServiceError, UsageError
+from harness._errors import ServiceError
 from harness._history import Event
 from harness._scenario import ScenarioContext
 from harness.explore._steps import StepRecord
@@ -26,12 +32,12 @@ RUNNING = "still running"
 UNOBSERVED_PAUSE = 0.3
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Pending:
     step: StepRecord
     seconds: float
-    result: list[Event] = field(default_factory=list)
-    thread: threading.Thread | None = None
+    thread: threading.Thread
+    result: list[Event]
 
 
 class Background:
@@ -43,21 +49,16 @@ class Background:
 
     def start(self, request: Request, step: StepRecord, *, delay_ms: int,
               timeout: float) -> None:
-        target = self.context.target
-        hook = target.hooks.slow
-        if hook is None:
-            raise UsageError(f"target {target.name} has no slow hook ([hooks.slow])")
-        slowed = replace(request, headers={
-            **request.headers, hook.header: hook.value.replace("{ms}", str(delay_ms))})
+        slowed = self.context.slowed(request, delay_ms)
         before = self._in_progress()
-        pending = _Pending(step, timeout)
+        result: list[Event] = []
         process = f"s{len(self._pending)}"
-        pending.thread = threading.Thread(
-            target=lambda: pending.result.append(
+        thread = threading.Thread(
+            target=lambda: result.append(
                 self.context.send(slowed, process=process, timeout=timeout)),
             daemon=True)
-        self._pending.append(pending)
-        pending.thread.start()
+        self._pending.append(_Pending(step, timeout, thread, result))
+        thread.start()
         if before is None:  # the target cannot say: give the request a moment to arrive
             time.sleep(min(UNOBSERVED_PAUSE, delay_ms / 2000))
             return
@@ -84,5 +85,4 @@ class Background:
     def join(self) -> None:
         """Wait for every slowed request to end (each within its own timeout)."""
         for pending in self._pending:
-            if pending.thread is not None:
-                pending.thread.join(timeout=pending.seconds + 5)
+            pending.thread.join(timeout=pending.seconds + 5)

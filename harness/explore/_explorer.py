@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +24,9 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._outcomes import (
     Handler,
-    RunEvent,
     RunFinished,
     RunResult,
     RunStarted,
@@ -36,19 +34,16 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
-from harness._paths import state_dir
 from harness._profiles import in_ci
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
-from harness.explore._failure import Failure
+from harness._toxiproxy import ToxiproxyServer
 from harness.explore._machine import machine_for
 from harness.explore._minimise import drop_steps
 from harness.explore._report import outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
-from harness.explore._session import Session, StoryFailed
-from harness.explore._story import Provenance, Story, failure_story
-from harness.reports import write_atomic
+from harness.explore._session import Session, StoryFailed, deployed, emitter
+from harness.explore._story import Provenance, Story, failure_story, save_story
 
 __all__ = [
     "CI_SEED",
@@ -158,19 +153,11 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     seed = _seed(config)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
-
-    def emit(event: RunEvent) -> None:
-        for handler in handlers:
-            handler.handle(event)
-
+    emit = emitter(handlers)
     emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
-    workdir = (config.report_dir
-               or state_dir() / "explore" / started_at.replace(":", "")) / "target"
-    toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
-                         else start_toxiproxy(log_dir=workdir))
-    with toxiproxy_context as toxiproxy, Deployment(
-        config.target, toxiproxy=toxiproxy, workdir=workdir, allow_remote=config.allow_remote,
-    ) as deployment:
+    with deployed(config.target, command="explore", started_at=started_at,
+                  report_dir=config.report_dir, allow_remote=config.allow_remote,
+                  toxiproxy=config.toxiproxy) as deployment:
         emit(ScenarioStarted(EXPLORER.name, 0, 1))
         session = Session(deployment, retry_horizon=config.retry_horizon,
                           listener=lambda event: emit(Step(EXPLORER.name, event)))
@@ -184,7 +171,9 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     seconds = time.monotonic() - clock
     found = (Provenance(seed, *session.first_failure, runs, seconds)
              if session.first_failure is not None else None)
-    story, story_path = _save_story(config, best, found)
+    story = (failure_story(best, target=config.target, found=found)
+             if best is not None and found is not None else None)
+    story_path = save_story(story, config.report_dir) if story is not None else None
     outcome = outcome_of(best, undecided=session.undecided, seconds=seconds,
                          story_path=story_path)
     extra: dict[str, object] = {"explore": {
@@ -202,16 +191,3 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     emit(ScenarioFinished(outcome, result))
     emit(RunFinished(result))
     return Exploration(result, story, story_path)
-
-
-def _save_story(config: ExploreConfig, best: Failure | None,
-                found: Provenance | None) -> tuple[Story | None, Path | None]:
-    """The shortest failing story, written as story.json when there is a report directory."""
-    if best is None or found is None:
-        return None, None
-    story = failure_story(best, target=config.target, found=found)
-    if config.report_dir is None:
-        return story, None
-    path = config.report_dir / "story.json"
-    write_atomic(path, story.to_json())
-    return story, path

@@ -21,7 +21,6 @@ from typing import Any, cast
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from harness._target import Target
 from harness.explore._actions import Action
 from harness.explore._planner import Planner
 from harness.explore._session import Session
@@ -116,7 +115,7 @@ class _Operation:
     condition: Callable[[Any], bool] | None = None
 
 
-def _operations(target: Target, draw: Strategies) -> dict[str, _Operation]:
+def _operations(draw: Strategies) -> dict[str, _Operation]:
     return {
         "request": _Operation({"draft": draw.drafts}),
         "send_again": _Operation({"again": draw.agains}, lambda m: bool(m.plan.retryable())),
@@ -155,7 +154,7 @@ def machine_for(session: Session) -> type[RuleBasedStateMachine]:
     target = session.target
     capabilities = target.capabilities()
     namespace: dict[str, Any] = {"session": session}
-    for name, operation in _operations(target, Strategies(target)).items():
+    for name, operation in _operations(Strategies(target)).items():
         if NEEDS.get(name, "") in capabilities | {""}:
             namespace.update(_copies(name, operation, WEIGHTS[name]))
     return cast(type[RuleBasedStateMachine],

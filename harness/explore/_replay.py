@@ -11,31 +11,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._outcomes import (
     Handler,
-    RunEvent,
     RunFinished,
     RunResult,
     RunStarted,
     ScenarioFinished,
     ScenarioStarted,
 )
-from harness._paths import state_dir
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness._toxiproxy import ToxiproxyServer
 from harness.explore._report import outcome_of
-from harness.explore._session import Session
-from harness.explore._story import Provenance, Story, failure_story, story_of
+from harness.explore._session import Session, deployed, emitter
+from harness.explore._story import Provenance, Story, failure_story, save_story, story_of
 from harness.explore._validity import problems_with
-from harness.reports import write_atomic
 
 __all__ = ["Replay", "ReplayConfig", "replay"]
 
@@ -71,19 +66,11 @@ def replay(story: Story, config: ReplayConfig,
                          "story's own target is the default)")
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
-
-    def emit(event: RunEvent) -> None:
-        for handler in handlers:
-            handler.handle(event)
-
+    emit = emitter(handlers)
     emit(RunStarted(config.target, (REPLAY,), story.seed, config.report_dir))
-    workdir = (config.report_dir
-               or state_dir() / "replay" / started_at.replace(":", "")) / "target"
-    toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
-                         else start_toxiproxy(log_dir=workdir))
-    with toxiproxy_context as toxiproxy, Deployment(
-        config.target, toxiproxy=toxiproxy, workdir=workdir, allow_remote=config.allow_remote,
-    ) as deployment:
+    with deployed(config.target, command="replay", started_at=started_at,
+                  report_dir=config.report_dir, allow_remote=config.allow_remote,
+                  toxiproxy=config.toxiproxy) as deployment:
         emit(ScenarioStarted(REPLAY, 0, 1))
         session = Session(deployment, retry_horizon=config.retry_horizon)
         world = session.play(story.actions())
@@ -92,9 +79,7 @@ def replay(story: Story, config: ReplayConfig,
     again = (failure_story(session.best, target=config.target, found=found)
              if session.best is not None
              else story_of(world.steps, None, target=config.target, found=found))
-    story_path = config.report_dir / "story.json" if config.report_dir else None
-    if story_path is not None:
-        write_atomic(story_path, again.to_json())
+    story_path = save_story(again, config.report_dir)
     outcome = outcome_of(session.best, undecided=session.undecided, seconds=seconds,
                          story_path=story_path, name=REPLAY)
     reproduced = story.property is not None and story.property in again.properties

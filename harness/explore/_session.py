@@ -7,28 +7,63 @@ the session keeps each failing world's steps, history and verdict, and the explo
 shortest of them.  The exception's class names the property that broke first (``P1Broken``...),
 because Hypothesis tells failures apart by class: it shrinks each broken property's story on
 its own, rather than trading one for another on the way.
+
+``deployed`` and ``emitter`` are what an exploration and a replay both do around their session:
+start the one deployment, and tell the report handlers each run event, as ``run`` does.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 from harness._checker import PROPERTIES, CheckResult
 from harness._deployment import Deployment
 from harness._errors import HarnessError
 from harness._history import Event
+from harness._outcomes import Handler, RunEvent
+from harness._paths import state_dir
+from harness._target import Target
+from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.explore._actions import Action
 from harness.explore._failure import Failure
-from harness.explore._world import World
+from harness.explore._world import World, ensure_running
 
-__all__ = ["AT_THE_END", "STEP_PROPERTIES", "Session", "StoryFailed"]
+__all__ = ["AT_THE_END", "STEP_PROPERTIES", "Session", "StoryFailed", "deployed", "emitter"]
 
 #: Judged only once the story's clients have settled: "retries after a crash converge" cannot
 #: be judged while a client is still retrying.
 AT_THE_END = frozenset({"P9"})
 #: Judged after every step: a breach there is a breach whatever happens next.
 STEP_PROPERTIES = tuple(p for p in PROPERTIES.ids() if p not in AT_THE_END)
+
+
+def emitter(handlers: Sequence[Handler]) -> Callable[[RunEvent], None]:
+    """Tell every handler each run event, in order."""
+
+    def emit(event: RunEvent) -> None:
+        for handler in handlers:
+            handler.handle(event)
+
+    return emit
+
+
+@contextmanager
+def deployed(target: Target, *, command: str, started_at: str, report_dir: Path | None,
+             allow_remote: bool, toxiproxy: ToxiproxyServer | None) -> Iterator[Deployment]:
+    """The one deployment an exploration or a replay shares between its examples: the target
+    behind Toxiproxy (``toxiproxy`` when shared with other runs, else one started with its log
+    beside the target's), its files in the report directory or, without one, under the state
+    directory (``command``/``started_at``)."""
+    workdir = (report_dir or state_dir() / command / started_at.replace(":", "")) / "target"
+    toxiproxy_context = (nullcontext(toxiproxy) if toxiproxy is not None
+                         else start_toxiproxy(log_dir=workdir))
+    with toxiproxy_context as server, Deployment(
+        target, toxiproxy=server, workdir=workdir, allow_remote=allow_remote,
+    ) as deployment:
+        yield deployment
 
 
 class StoryFailed(Exception):
@@ -62,9 +97,7 @@ class Session:
     def begin(self) -> World:
         """A fresh world for the next example (fresh keys, fresh tenants, empty history)."""
         self.examples += 1
-        for instance in self.deployment.instances:  # a crash may have left one down
-            if not self.deployment.is_running(instance.number):
-                self.deployment.restart(instance.number)
+        ensure_running(self.deployment)  # a crash may have left one down
         world = World(self.deployment, retry_horizon=self.retry_horizon)
         if self.listener is not None:
             world.history.subscribe(self.listener)

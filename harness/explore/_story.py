@@ -25,9 +25,10 @@ from harness._target import Target
 from harness.explore._actions import Action, StepKind
 from harness.explore._failure import Failure
 from harness.explore._steps import StepRecord
+from harness.reports import write_atomic
 
 __all__ = ["FORMAT", "Provenance", "Story", "StoryStep", "failure_story", "load_story",
-           "render_story", "story_of"]
+           "render_story", "save_story", "story_of"]
 
 FORMAT = "idem-harness-story"
 
@@ -138,6 +139,15 @@ def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: 
 def failure_story(failure: Failure, *, target: Target, found: Provenance) -> Story:
     return story_of(failure.steps, failure.check, target=target, found=found,
                     broke_at=failure.broke_at, error=failure.error)
+
+
+def save_story(story: Story, report_dir: Path | None) -> Path | None:
+    """Write ``story`` as the report directory's ``story.json``; where it went, if anywhere."""
+    if report_dir is None:
+        return None
+    path = report_dir / "story.json"
+    write_atomic(path, story.to_json())
+    return path
 
 
 def load_story(path: Path) -> Story:

@@ -50,7 +50,7 @@ from harness.explore._scenario import EXPLORER
 from harness.explore._steps import StepRecord
 from harness.explore._strategies import PAST_THE_LEASE
 
-__all__ = ["CAREFUL_CLIENT", "World"]
+__all__ = ["CAREFUL_CLIENT", "World", "ensure_running"]
 
 #: The explorer's clients retry as a careful client does, but briskly: a story ends in seconds.
 CAREFUL_CLIENT = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.1)
@@ -73,8 +73,19 @@ class _Operation:
 
     @property
     def identity(self) -> Identity:
-        return (self.request.tenant, self.request.key)
+        return _identity(self.request)
 
+
+def _identity(request: Request) -> Identity:
+    return (request.tenant, request.key)
+
+
+def ensure_running(deployment: Deployment) -> None:
+    """Bring back any instance that died (a crash the story caused), as the runner does
+    between scenarios: before each example and before the clients settle."""
+    for instance in deployment.instances:
+        if not deployment.is_running(instance.number):
+            deployment.restart(instance.number)
 
 
 class World:
@@ -92,7 +103,6 @@ class World:
         self._routes = Routes(self.context)
         self.steps: list[StepRecord] = []
         self._operations: dict[str, _Operation] = {}
-        self._identities: dict[str, Identity] = {}
         self._faults_on: list[str] = []
         self._background = Background(self.context)
         self._crashed = False
@@ -124,7 +134,7 @@ class World:
         match action:
             case NewRequest():
                 request = self._new_operation(action.id, action.tenant, action.key, action.body)
-                return self._answer(self._send(request)), self._identities[action.id]
+                return self._answer(self._send(request)), _identity(request)
             case Retry():
                 operation = self._operations[action.id]
                 raw = spell(operation.request.body, action.spelling)
@@ -140,13 +150,11 @@ class World:
             case Burst():
                 request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                               label="burst")
-                return (self._burst(action.id, request, action.copies),
-                        self._identities[action.id])
+                return self._burst(action.id, request, action.copies), _identity(request)
             case Keyless():
-                request = Request(key=None, tenant=self._tenant(action.tenant), body=action.body,
-                                  label="keyless")
-                self._identities[action.id] = (request.tenant, None)
-                return self._answer(self._send(request)), (request.tenant, None)
+                request = Request(key=None, tenant=self.context.tenant(action.tenant),
+                                  body=action.body, label="keyless")
+                return self._answer(self._send(request)), _identity(request)
             case FaultOn():
                 self._switch(action.fault, on=True)
                 return None, None
@@ -159,10 +167,9 @@ class World:
                                               label=f"crash:{action.point}")
                 answer = self._answer(self.context.crash_during(request, action.point))
                 self._crashed = True
-                return f"{answer}; the target died and was restarted", self._identities[action.id]
+                return f"{answer}; the target died and was restarted", _identity(request)
             case Slow():
-                self._start_slow(action, record)
-                return RUNNING, self._identities[action.id]
+                return RUNNING, _identity(self._start_slow(action, record))
         raise AssertionError(f"unhandled action {action!r}")
 
     def _switch(self, name: str, *, on: bool) -> str | None:
@@ -222,16 +229,12 @@ class World:
         self._operations[name].attempts = max([1, *(a.attempt or 1 for a in later)])
         return text
 
-    def _tenant(self, name: str) -> str | None:
-        return self.context.tenant(name)
-
     def _new_operation(self, name: str, tenant: str, plan: KeyPlan, body: Any, *,
                        label: str = "") -> Request:
         key, header = self.keys.make(plan)
         hostile = f"hostile:{plan.kind}" if plan.hostile else ""
-        request = Request(key=key, tenant=self._tenant(tenant), body=body, key_header=header,
-                          label=hostile or label)
-        self._identities[name] = (request.tenant, key)
+        request = Request(key=key, tenant=self.context.tenant(tenant), body=body,
+                          key_header=header, label=hostile or label)
         if not plan.hostile:
             self._operations[name] = _Operation(name, request, born=self._moved)
         return request
@@ -282,12 +285,13 @@ class World:
     def _table_rows(self) -> int:
         return self.deployment.store_size()["rows"]
 
-    def _start_slow(self, action: Slow, record: StepRecord) -> None:
+    def _start_slow(self, action: Slow, record: StepRecord) -> Request:
         request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                       label="slow")
         base = self.target.client.fault_timeout if self._faults_on else self.target.client.timeout
         self._background.start(request, record, delay_ms=action.delay_ms,
                                timeout=base + action.delay_ms / 1000)
+        return request
 
     # ---- observing and judging -------------------------------------------------------------
 
@@ -354,7 +358,7 @@ class World:
         for name in list(self._faults_on):
             self._record(FaultOff(fault=name), len(self.steps) + 1, settle=True)
         self._background.join()
-        self._ensure_running()
+        ensure_running(self.deployment)
         waiting = self._retry_unanswered(list(self._unsettled()))
         promises, clock = self.target.promises, self.target.hooks.clock
         stuck = [op for op, last in waiting if last.status == promises.in_progress_status]
@@ -411,11 +415,6 @@ class World:
             time.sleep(CAREFUL_CLIENT.delay(len(answers), (answer.headers or {}).get(
                 "retry-after"), self.context.rng))
         return answers
-
-    def _ensure_running(self) -> None:
-        for instance in self.deployment.instances:
-            if not self.deployment.is_running(instance.number):
-                self.deployment.restart(instance.number)
 
     def close(self) -> None:
         """Leave the deployment as the next example needs it: no toxics, nothing running, a
