@@ -217,6 +217,13 @@ class Deployment:
         process = self.instances[number].process
         return process is None or process.running()
 
+    def restart_dead_instances(self) -> None:
+        """Bring back every instance that died (a crash a scenario or story caused, or one
+        nobody expected), so the next one starts against a running target."""
+        for instance in self.instances:
+            if not self.is_running(instance.number):
+                self.restart(instance.number)
+
     def _managed(self, number: int) -> ManagedProcess:
         process = self.instances[number].process
         if process is None or not self.target.can_restart:

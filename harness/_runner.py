@@ -95,7 +95,7 @@ def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, con
     if reason:
         return ScenarioOutcome(scenario.name, "n/a", scenario.properties, reason=reason)
     started = time.monotonic()
-    _ensure_running(deployment)
+    deployment.restart_dead_instances()
     history = History()
     history.subscribe(lambda event: emit(Step(scenario.name, event)))
     context = ScenarioContext(scenario=scenario, deployment=deployment, history=history, rng=rng)
@@ -108,7 +108,7 @@ def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, con
         error = "the scenario crashed: " + "".join(traceback.format_exception_only(exc)).strip()
     finally:
         context.nemesis.heal_all()
-        _ensure_running(deployment)
+        deployment.restart_dead_instances()
     context.collect_effects()
     context.client.close()
     check = judge(history.events(), target, config.retry_horizon,
@@ -116,13 +116,6 @@ def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, con
     verdict = check.verdict if error is None else merge_verdicts([check.verdict, "unknown"])
     return ScenarioOutcome(scenario.name, verdict, scenario.properties, check, error,
                            history.events(), time.monotonic() - started)
-
-
-def _ensure_running(deployment: Deployment) -> None:
-    """Bring back any instance that died (a crash the scenario caused, or one nobody expected)."""
-    for instance in deployment.instances:
-        if not deployment.is_running(instance.number):
-            deployment.restart(instance.number)
 
 
 def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,

@@ -29,7 +29,7 @@ from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.explore._actions import Action
 from harness.explore._failure import Failure
-from harness.explore._world import World, ensure_running
+from harness.explore._world import World
 
 __all__ = ["AT_THE_END", "STEP_PROPERTIES", "Session", "StoryFailed", "deployed", "emitter"]
 
@@ -97,7 +97,7 @@ class Session:
     def begin(self) -> World:
         """A fresh world for the next example (fresh keys, fresh tenants, empty history)."""
         self.examples += 1
-        ensure_running(self.deployment)  # a crash may have left one down
+        self.deployment.restart_dead_instances()  # a crash may have left one down
         world = World(self.deployment, retry_horizon=self.retry_horizon)
         if self.listener is not None:
             world.history.subscribe(self.listener)

@@ -50,7 +50,7 @@ from harness.explore._scenario import EXPLORER
 from harness.explore._steps import StepRecord
 from harness.explore._strategies import PAST_THE_LEASE
 
-__all__ = ["CAREFUL_CLIENT", "World", "ensure_running"]
+__all__ = ["CAREFUL_CLIENT", "World"]
 
 #: The explorer's clients retry as a careful client does, but briskly: a story ends in seconds.
 CAREFUL_CLIENT = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.1)
@@ -78,14 +78,6 @@ class _Operation:
 
 def _identity(request: Request) -> Identity:
     return (request.tenant, request.key)
-
-
-def ensure_running(deployment: Deployment) -> None:
-    """Bring back any instance that died (a crash the story caused), as the runner does
-    between scenarios: before each example and before the clients settle."""
-    for instance in deployment.instances:
-        if not deployment.is_running(instance.number):
-            deployment.restart(instance.number)
 
 
 class World:
@@ -358,7 +350,7 @@ class World:
         for name in list(self._faults_on):
             self._record(FaultOff(fault=name), len(self.steps) + 1, settle=True)
         self._background.join()
-        ensure_running(self.deployment)
+        self.deployment.restart_dead_instances()
         waiting = self._retry_unanswered(list(self._unsettled()))
         promises, clock = self.target.promises, self.target.hooks.clock
         stuck = [op for op, last in waiting if last.status == promises.in_progress_status]
