@@ -22,9 +22,9 @@ from pathlib import Path
 
 from harness._postgres import start_postgres
 from harness._profiles import get_profile
+from harness._reference import reference_target
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
-from harness.cli._run import reference_target
 from harness.explore import ExploreConfig, ReplayConfig, explore, load_story, replay
 from reference_server.flaws import FLAWS
 

@@ -23,8 +23,8 @@ import psutil
 
 from harness._durations import parse_duration
 from harness._postgres import start_postgres
+from harness._reference import reference_target
 from harness._toxiproxy import start_toxiproxy
-from harness.cli._run import reference_target
 from harness.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
 
 

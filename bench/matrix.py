@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from harness._matrix import MatrixRow, run_matrix
-from harness.cli._run import reference_target
+from harness._reference import reference_target
 from reference_server.flaws import FLAWS
 from scenarios import CATALOG
 

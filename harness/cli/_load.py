@@ -15,8 +15,9 @@ import click
 from rich.console import Console
 
 from harness._postgres import start_postgres
+from harness._reference import reference_target
 from harness.cli._common import DURATION, default_report_dir, translate_errors
-from harness.cli._run import choose_target, reference_target, target_options
+from harness.cli._run import choose_target, target_options
 from harness.load import CHAOS_PROFILES, LoadConfig, load_summary, run_load, write_load_report
 
 __all__ = ["load"]

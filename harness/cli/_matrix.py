@@ -13,9 +13,9 @@ from harness._errors import UsageError
 from harness._matrix import MatrixRow, render_matrix_json, render_matrix_markdown, run_matrix
 from harness._outcomes import Handler
 from harness._postgres import start_postgres
+from harness._reference import reference_target
 from harness._target import load_target
 from harness.cli._common import default_report_dir, translate_errors
-from harness.cli._run import reference_target
 from harness.reports import ReportDirectory, render_directory_html, write_atomic
 
 __all__ = ["matrix"]

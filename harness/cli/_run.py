@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -13,39 +12,13 @@ from harness._errors import UsageError
 from harness._findings import merge_verdicts
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
 from harness._postgres import start_postgres
+from harness._reference import reference_target
 from harness._runner import RunConfig, judge, run_scenarios
-from harness._target import StoreProxy, Target, load_target
+from harness._target import Target, load_target
 from harness.cli._common import DURATION, F, default_report_dir, translate_errors
 from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
 
-__all__ = ["check", "reference_target", "run", "target_options"]
-
-
-def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
-    """The built-in reference target file, with the flags ``--reference`` passes on.
-
-    A PostgreSQL store is reached through a Toxiproxy proxy of the harness's ([store_proxy]),
-    so store scenarios can fault the connection between the server and its database.
-    """
-    target = load_target("reference")
-    args: list[str] = []
-    if store and store.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(store)
-        if not parts.hostname:
-            raise UsageError(f"--store {store} names no host; write "
-                             "postgresql://USER@127.0.0.1:5432/DB")
-        upstream = f"{parts.hostname}:{parts.port or 5432}"
-        target = target.model_copy(update={"store_proxy": StoreProxy(upstream=upstream)})
-        credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-        store = urlunsplit(parts._replace(netloc=credentials + "{store_proxy}"))
-    if store:
-        args += ["--store", store]
-    if flaw:
-        args += ["--flaw", flaw]
-    if servers > 1 and not store:
-        raise UsageError("several reference server processes need a shared --store "
-                         "(postgresql://... or sqlite:///PATH)")
-    return target.with_start_args(args) if args else target
+__all__ = ["check", "run", "target_options"]
 
 
 def choose_target(target_file: str | None, reference: bool, store: str | None,

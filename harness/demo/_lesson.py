@@ -8,7 +8,6 @@ demo adds a narrator and a page, and judges nothing: the checker's findings are 
 from __future__ import annotations
 
 import random
-import shutil
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,10 @@ from rich.text import Text
 from harness._errors import UsageError
 from harness._findings import Finding
 from harness._outcomes import RunResult
+from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario
-from harness._target import Target, load_target
+from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.demo._modes import FailureMode
 from harness.demo._narrator import Narrator
@@ -56,9 +56,7 @@ class DemoResult:
 def _reference(flaw: str | None, *, crash_point: str | None = None) -> Target:
     """The built-in reference target file, started with ``--flaw`` when one is given, and
     offering only ``crash_point`` of its crash hook when one is given."""
-    target = load_target("reference")
-    if flaw:
-        target = target.with_start_args(["--flaw", flaw])
+    target = reference_target(store=None, flaw=flaw)
     crash = target.hooks.crash
     if crash_point is not None and crash is not None:
         points = {p: v for p, v in crash.points.items() if p == crash_point}
@@ -100,7 +98,6 @@ def run_demo(mode: FailureMode, *, report_dir: Path, console: Console, seed: int
 
 def _run(target: Target, scenario: Scenario, report_dir: Path, seed: int,
          toxiproxy: ToxiproxyServer, console: Console) -> RunResult:
-    shutil.rmtree(report_dir / "target", ignore_errors=True)  # a fresh store for every run
     config = RunConfig(target=target, scenarios=[scenario], report_dir=report_dir, seed=seed,
                        toxiproxy=toxiproxy)
     narrator = Narrator(console, replay_header=target.promises.replay_header)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness._reference import reference_target
 from harness._toxiproxy import ToxiproxyServer
-from harness.cli._run import reference_target
 from harness.explore import (
     ExploreConfig,
     ReplayConfig,

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from harness._postgres import PostgresServer
+from harness._reference import reference_target
 from harness._toxiproxy import ToxiproxyServer
-from harness.cli._run import reference_target
 from harness.load import LoadConfig, Window, run_load, write_load_report
 
 HARNESS = [sys.executable, "-m", "harness.cli"]

@@ -1,0 +1,39 @@
+"""The built-in reference server as a target: the target file ``reference`` with the flags
+``--reference``, ``--store`` and ``--flaw`` pass on.  Every front end (run, matrix, load,
+explore, demo, the benches) starts the reference server through this one function."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from harness._errors import UsageError
+from harness._target import StoreProxy, Target, load_target
+
+__all__ = ["reference_target"]
+
+
+def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
+    """The built-in reference target file, with the flags ``--reference`` passes on.
+
+    A PostgreSQL store is reached through a Toxiproxy proxy of the harness's ([store_proxy]),
+    so store scenarios can fault the connection between the server and its database.
+    """
+    target = load_target("reference")
+    args: list[str] = []
+    if store and store.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(store)
+        if not parts.hostname:
+            raise UsageError(f"--store {store} names no host; write "
+                             "postgresql://USER@127.0.0.1:5432/DB")
+        upstream = f"{parts.hostname}:{parts.port or 5432}"
+        target = target.model_copy(update={"store_proxy": StoreProxy(upstream=upstream)})
+        credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        store = urlunsplit(parts._replace(netloc=credentials + "{store_proxy}"))
+    if store:
+        args += ["--store", store]
+    if flaw:
+        args += ["--flaw", flaw]
+    if servers > 1 and not store:
+        raise UsageError("several reference server processes need a shared --store "
+                         "(postgresql://... or sqlite:///PATH)")
+    return target.with_start_args(args) if args else target
