@@ -21,11 +21,10 @@ from harness._history import Event
 from harness._nemesis import FAULTS
 from harness._outcomes import RunEvent, RunStarted, ScenarioFinished, ScenarioStarted, Step
 from harness.reports._explain import explain
+from harness.reports._sequence import BLOCKING
 
 __all__ = ["Narrator"]
 
-#: Toxics that swallow a response when they act on the downstream (server to client) stream.
-_LOSES_RESPONSES = frozenset({"timeout", "reset_peer", "limit_data"})
 _MEANING = {
     409: "the original is still running; come back shortly",
     422: "refused: this key belongs to a different request",
@@ -174,8 +173,7 @@ class Narrator:
         if event.f == "heal":
             self._losing.discard(name)
             return _say("  ✓ ", f"Toxiproxy heals {name}", "dim")
-        if event.value.get("stream") == "downstream" and (
-                event.value.get("toxic") in _LOSES_RESPONSES):
+        if event.value.get("stream") == "downstream" and event.value.get("toxic") in BLOCKING:
             self._losing.add(name)
         where = "the store's proxy" if event.value.get("where") == "store" else "Toxiproxy"
         return _say("  ⚡ ", f"{where}: {summary} ({name})", "bold magenta")

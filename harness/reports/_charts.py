@@ -26,12 +26,8 @@ SERIES = (("p50_ms", "p50", "#1c7ed6"), ("p95_ms", "p95", "#f08c00"),
           ("p99_ms", "p99", "#c2255c"))
 
 
-def load_chart(timeline: Sequence[LoadPoint], windows: Sequence[FaultWindow], *,
-               name: str = "load") -> str:
-    """Throughput above, latency percentiles below, fault windows shaded; an ``<svg>`` element.
-
-    ``name`` salts the SVG's internal ids, so two charts inlined in one page never share one.
-    """
+def load_chart(timeline: Sequence[LoadPoint], windows: Sequence[FaultWindow]) -> str:
+    """Throughput above, latency percentiles below, fault windows shaded; an ``<svg>`` element."""
     figure = Figure(figsize=(10, 5.6), layout="constrained")
     FigureCanvasAgg(figure)
     throughput, latency = figure.subplots(2, 1, sharex=True, height_ratios=(1, 1.3))
@@ -52,7 +48,7 @@ def load_chart(timeline: Sequence[LoadPoint], windows: Sequence[FaultWindow], *,
         _shade(axes, windows, label=axes is throughput)
         axes.grid(True, color="#e9ecef", linewidth=0.8)
         axes.spines[["top", "right"]].set_visible(False)
-    return _svg(figure, salt=name)
+    return _svg(figure)
 
 
 def _shade(axes: Axes, windows: Sequence[FaultWindow], *, label: bool) -> None:
@@ -64,9 +60,11 @@ def _shade(axes: Axes, windows: Sequence[FaultWindow], *, label: bool) -> None:
                       fontsize=9, color=FAULT_COLOUR)
 
 
-def _svg(figure: Figure, *, salt: str) -> str:
+def _svg(figure: Figure) -> str:
+    """The figure as an inline ``<svg>``; a fixed hash salt keeps its internal ids, and so the
+    page, the same from one render to the next (a page holds one chart)."""
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"idem-{salt}"}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "idem-load"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     start = text.index("<svg")

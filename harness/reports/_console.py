@@ -21,6 +21,7 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
+from harness.reports._results import requests_sent
 
 __all__ = ["ConsoleReport", "summary_table"]
 
@@ -39,10 +40,9 @@ def summary_table(result: RunResult) -> Table:
     table.add_column("findings")
     table.add_column("time", justify="right")
     for outcome in result.outcomes:
-        requests = sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke")
         found = ", ".join(sorted({f.property for f in outcome.findings})) or (
             escape(outcome.reason or "") if outcome.verdict in ("n/a", "unknown") else "")
-        table.add_row(outcome.name, _verdict(outcome.verdict), str(requests), found or "",
+        table.add_row(outcome.name, _verdict(outcome.verdict), str(requests_sent(outcome)), found,
                       f"{outcome.seconds:.1f}s")
     return table
 

@@ -6,16 +6,17 @@ the flaw matrix, a load run's charts and the explorer's shrunk story.  Styles an
 inlined and nothing is fetched, so the page opens anywhere, offline, years later.
 
 Every ``render_*`` returns the page as text; ``write_index`` is the separate step that writes it.
+Jinja2 (like matplotlib for the charts) is imported on the first page rendered, not with this
+module: every CLI command imports the report handlers, and most never render a page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-
-from jinja2 import Environment, PackageLoader, StrictUndefined
-from markupsafe import Markup
+from typing import TYPE_CHECKING
 
 from harness._outcomes import RunResult
 from harness.reports._files import write_atomic
@@ -23,6 +24,9 @@ from harness.reports._results import tool_version
 from harness.reports._runview import RunView, counterpart, run_view
 from harness.reports._sections import Sections, read_sections
 from harness.reports._sequence import Diagram
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 __all__ = [
     "Lesson",
@@ -33,13 +37,18 @@ __all__ = [
     "write_index",
 ]
 
-_TEMPLATES = Environment(
-    loader=PackageLoader("harness.reports", "templates"),
-    autoescape=True,
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+@cache
+def _templates() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    return Environment(
+        loader=PackageLoader("harness.reports", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -129,10 +138,12 @@ def _page(title: str, *, subtitle: str | None, runs: Sequence[_RunBlock], sectio
           lesson: Lesson | None = None) -> str:
     chart = None
     if sections.load and sections.load.timeline:
+        from markupsafe import Markup
+
         from harness.reports._charts import load_chart  # matplotlib only when there is a chart
 
         chart = Markup(load_chart(sections.load.timeline, sections.load.fault_windows))
-    return _TEMPLATES.get_template("page.html.j2").render(
+    return _templates().get_template("page.html.j2").render(
         title=title, subtitle=subtitle, runs=runs, sections=sections, lesson=lesson,
         load_chart=chart, tool=f"idem-harness {tool_version()}",
     )

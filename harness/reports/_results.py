@@ -7,19 +7,23 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from harness._errors import UsageError
+from harness._findings import Verdict
 from harness._history import Event, History, event_from_json
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._target import Target
 
-__all__ = ["SCHEMA", "load_run", "render_history", "render_results", "tool_version"]
+__all__ = ["SCHEMA", "load_run", "render_history", "render_results", "requests_sent",
+           "tool_version", "verdict_counts"]
 
 SCHEMA = 1
+VERDICTS: tuple[Verdict, ...] = ("pass", "fail", "unknown", "n/a")
 
 
 def tool_version() -> str:
@@ -27,6 +31,18 @@ def tool_version() -> str:
         return version("idem-harness")
     except PackageNotFoundError:
         return "unknown"
+
+
+def requests_sent(outcome: ScenarioOutcome) -> int:
+    """HTTP attempts the scenario made, as every report counts them: invocations, answered or
+    not."""
+    return sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke")
+
+
+def verdict_counts(outcomes: Iterable[ScenarioOutcome]) -> dict[str, int]:
+    """Scenarios per verdict, every verdict present (zero included), in a fixed order."""
+    counts = Counter(o.verdict for o in outcomes)
+    return {v: counts[v] for v in VERDICTS}
 
 
 def _scenario_json(outcome: ScenarioOutcome) -> dict[str, Any]:
@@ -37,7 +53,7 @@ def _scenario_json(outcome: ScenarioOutcome) -> dict[str, Any]:
         "properties": list(outcome.properties),
         "reason": outcome.reason,
         "seconds": round(outcome.seconds, 3),
-        "requests": sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke"),
+        "requests": requests_sent(outcome),
         "property_verdicts": (
             {pid: r.verdict for pid, r in check.results.items()} if check else {}
         ),
@@ -52,8 +68,6 @@ def _scenario_json(outcome: ScenarioOutcome) -> dict[str, Any]:
 def render_results(result: RunResult) -> str:
     outcomes = list(result.outcomes)
     findings = result.findings
-    counts = {v: sum(1 for o in outcomes if o.verdict == v) for v in ("pass", "fail", "unknown",
-                                                                         "n/a")}
     data = {
         "schema": SCHEMA,
         "tool": f"idem-harness {tool_version()}",
@@ -71,7 +85,7 @@ def render_results(result: RunResult) -> str:
         "verdict": result.verdict,
         "counts": {
             "scenarios": len(outcomes),
-            **counts,
+            **verdict_counts(outcomes),
             "findings": len(findings),
             "safety_findings": sum(1 for f in findings if f.klass == "safety"),
         },

@@ -17,7 +17,8 @@ from harness._findings import Finding, Note, klass_of
 from harness._nemesis import FAULTS
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness.reports._explain import KLASS_MEANING, Explanation, explain
-from harness.reports._sequence import Diagram, finding_diagram, sequence_diagram
+from harness.reports._results import requests_sent, verdict_counts
+from harness.reports._sequence import Diagram, Storyboard, sequence_diagram
 
 __all__ = ["DIAGRAMS_PER_KIND", "Cell", "FindingView", "PropertyColumn", "RunView", "ScenarioRow",
            "counterpart", "run_view"]
@@ -92,13 +93,19 @@ class RunView:
     duration: str
     complete: bool
     counts: dict[str, int]
-    safety: int
-    conformance: int
     properties: tuple[PropertyColumn, ...]
     rows: tuple[ScenarioRow, ...]
     findings: tuple[FindingView, ...]
     notes: tuple[tuple[str, Note], ...]
     prefix: str
+
+    @property
+    def safety(self) -> int:
+        return sum(1 for f in self.findings if f.finding.klass == "safety")
+
+    @property
+    def conformance(self) -> int:
+        return sum(1 for f in self.findings if f.finding.klass == "conformance")
 
     @property
     def by_property(self) -> list[tuple[PropertyColumn, int]]:
@@ -119,21 +126,27 @@ class RunView:
 def run_view(result: RunResult, *, prefix: str = "") -> RunView:
     """The page's view of ``result``; ``prefix`` keeps anchors apart when a page shows two runs."""
     replay_header = result.target.promises.replay_header
+    columns = tuple(PropertyColumn(pid, PROPERTIES[pid].title, klass_of(pid))
+                    for pid in PROPERTIES.ids())
+    titles = {column.id: column.title for column in columns}
     findings: list[FindingView] = []
     anchors: dict[tuple[str, str], str] = {}
     for outcome in result.outcomes:
+        if not outcome.findings:
+            continue
+        board = Storyboard(outcome.events, replay_header=replay_header)
         drawn: Counter[str] = Counter()
         for finding in outcome.findings:
             anchor = f"{prefix}finding-{len(findings) + 1}"
             anchors.setdefault((outcome.name, finding.property), anchor)
             drawn[finding.property] += 1
-            findings.append(_finding_view(anchor, outcome, finding, replay_header,
-                                          draw=drawn[finding.property] <= DIAGRAMS_PER_KIND))
+            draw = drawn[finding.property] <= DIAGRAMS_PER_KIND
+            diagram = board.draw(finding.events, finding=finding) if draw else None
+            findings.append(_finding_view(anchor, outcome.name, finding,
+                                          titles.get(finding.property, ""), diagram,
+                                          elided=not draw))
     findings.sort(key=lambda f: f.finding.klass != "safety")  # stable: scenario order stays
-    columns = tuple(PropertyColumn(pid, PROPERTIES[pid].title, klass_of(pid))
-                    for pid in PROPERTIES.ids())
     rows = tuple(_row(outcome, columns, anchors, prefix) for outcome in result.outcomes)
-    counts = Counter(o.verdict for o in result.outcomes)
     return RunView(
         target=result.target.name,
         verdict=result.verdict,
@@ -141,9 +154,7 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
         started_at=result.started_at.replace("T", " ").replace("+00:00", " UTC"),
         duration=format_duration(result.seconds),
         complete=result.complete,
-        counts={v: counts.get(v, 0) for v in ("pass", "fail", "unknown", "n/a")},
-        safety=sum(1 for f in findings if f.finding.klass == "safety"),
-        conformance=sum(1 for f in findings if f.finding.klass == "conformance"),
+        counts=verdict_counts(result.outcomes),
         properties=columns,
         rows=rows,
         findings=tuple(findings),
@@ -152,15 +163,12 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
     )
 
 
-def _finding_view(anchor: str, outcome: ScenarioOutcome, finding: Finding,
-                  replay_header: str | None, *, draw: bool) -> FindingView:
-    diagram = (finding_diagram(finding, outcome.events, replay_header=replay_header) if draw
-               else None)
+def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
+                  diagram: Diagram | None, *, elided: bool) -> FindingView:
     faults = tuple((name, FAULTS[name].summary if name in FAULTS else "")
                    for name in (diagram.faults if diagram else ()))
-    title = PROPERTIES[finding.property].title if finding.property in PROPERTIES.ids() else ""
-    return FindingView(anchor, outcome.name, finding, title, explain(finding.property),
-                       KLASS_MEANING[finding.klass], diagram, faults, elided=not draw)
+    return FindingView(anchor, scenario, finding, title, explain(finding.property),
+                       KLASS_MEANING[finding.klass], diagram, faults, elided=elided)
 
 
 def _row(outcome: ScenarioOutcome, columns: tuple[PropertyColumn, ...],
@@ -174,9 +182,8 @@ def _row(outcome: ScenarioOutcome, columns: tuple[PropertyColumn, ...],
             continue
         cells.append(Cell(check.results[column.id].verdict, column.id in outcome.properties,
                           found.get(column.id, 0), anchors.get((outcome.name, column.id))))
-    requests = sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke")
-    return ScenarioRow(outcome.name, outcome.verdict, outcome.reason, requests, outcome.seconds,
-                       tuple(cells), f"{prefix}scenario-{outcome.name}")
+    return ScenarioRow(outcome.name, outcome.verdict, outcome.reason, requests_sent(outcome),
+                       outcome.seconds, tuple(cells), f"{prefix}scenario-{outcome.name}")
 
 
 def counterpart(flawed: RunResult, fixed: RunResult) -> Diagram | None:
@@ -186,10 +193,12 @@ def counterpart(flawed: RunResult, fixed: RunResult) -> Diagram | None:
     key of the other: the diagram shows what the correct server did where the flawed one failed.
     """
     for outcome in flawed.outcomes:
+        other = next((o for o in fixed.outcomes if o.name == outcome.name), None)
+        if not outcome.findings or other is None:
+            continue
+        keyed = [describe_identity(i) for i, _ in View(outcome.events).keyed()]
         for finding in outcome.findings:
-            keyed = [describe_identity(i) for i, _ in View(outcome.events).keyed()]
-            other = next((o for o in fixed.outcomes if o.name == outcome.name), None)
-            if finding.key not in keyed or other is None:
+            if finding.key not in keyed:
                 continue
             view = View(other.events)
             identities = view.keyed()

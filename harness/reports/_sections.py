@@ -163,7 +163,7 @@ def _object(data: Any, what: str) -> Mapping[str, Any]:
     return data
 
 
-def parse_matrix(data: Any, directory: Path | None = None) -> MatrixSection:
+def parse_matrix(data: Any, directory: Path) -> MatrixSection:
     """``matrix.json`` as ``render_matrix_json`` writes it; rows link to their own reports."""
     matrix = _object(data, "matrix.json")
     scenarios = tuple(str(s) for s in matrix["scenarios"])
@@ -183,9 +183,8 @@ def parse_matrix(data: Any, directory: Path | None = None) -> MatrixSection:
                                         cell.get("reason"), found,
                                         bool(set(found) & set(expected))))
         problem = next((p for p in problems if p.startswith(f"{label}:")), None)
-        href = None
-        if directory is not None and (directory / label / "index.html").is_file():
-            href = f"{quote(label)}/index.html"
+        href = (f"{quote(label)}/index.html" if (directory / label / "index.html").is_file()
+                else None)
         rows.append(MatrixRowView(label, str(row.get("kind", "target")), expected,
                                   tuple(views), problem, href))
     return MatrixSection(scenarios, tuple(rows), problems)

@@ -25,11 +25,10 @@ from harness._durations import format_duration
 from harness._findings import Finding
 from harness._history import Event
 
-__all__ = ["Band", "Box", "Diagram", "Label", "Lane", "Line", "Row", "finding_diagram",
-           "sequence_diagram"]
+__all__ = ["BLOCKING", "Band", "Box", "Diagram", "Label", "Lane", "Line", "Row", "Storyboard",
+           "finding_diagram", "sequence_diagram"]
 
 LaneName = Literal["client", "toxiproxy", "server", "store"]
-Anchor = Literal["start", "middle", "end"]
 
 LANE_X: dict[LaneName, float] = {"client": 150.0, "toxiproxy": 380.0, "server": 600.0,
                                  "store": 830.0}
@@ -43,7 +42,8 @@ CHAR = 6.6  # the width of one 12 px character, near enough to size a box around
 
 #: Properties whose finding is a duplicate: every commit after a key's first is highlighted.
 DUPLICATES = frozenset({"P1", "P2", "P6", "P9"})
-#: Toxics that keep a request from the server, or an answer from the client.
+#: Toxics that keep a request from the server, or an answer from the client; the training
+#: demo's narrator tells a downstream one as a lost response.
 BLOCKING = frozenset({"timeout", "reset_peer", "limit_data"})
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
@@ -67,7 +67,6 @@ class Line:
 class Label:
     x: float
     text: str
-    anchor: Anchor = "start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,60 +131,88 @@ class _Commit:
     ordinal: int = 0
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Context:
     """What the rows need to know about the whole scenario, not only the cited events."""
 
     view: View
     replay_header: str | None
-    blocked: set[int] = field(default_factory=set)  # invoke indices held at Toxiproxy
-    lost: set[int] = field(default_factory=set)  # completion indices lost at Toxiproxy
-    commits: dict[int, _Commit] = field(default_factory=dict)  # by the attempt's invoke index
+    blocked: frozenset[int]  # invoke indices held at Toxiproxy
+    lost: frozenset[int]  # completion indices lost at Toxiproxy
+    by_invoke: dict[int, Attempt]
+    by_completion: dict[int, Attempt]
+
+
+#: Commits by the committing attempt's invoke index: one diagram's, for its cited identities.
+_Commits = dict[int, _Commit]
+
+
+class Storyboard:
+    """One scenario's history, read once for every diagram drawn from it.
+
+    A scenario of a load run can have a hundred findings drawn; each would otherwise pair the
+    attempts and trace the faults of the whole history again.
+    """
+
+    def __init__(self, events: Sequence[Event], *, replay_header: str | None = None) -> None:
+        self._by_index = {e.index: e for e in events}
+        view = View(events)
+        blocked, lost = _faulted_traffic(events)
+        self._context = _Context(
+            view, replay_header, frozenset(blocked), frozenset(lost),
+            {a.invoke.index: a for a in view.attempts},
+            {a.completion.index: a for a in view.attempts if a.completion})
+
+    def draw(self, cited: Iterable[int], *, finding: Finding | None = None) -> Diagram | None:
+        """The diagram of the ``cited`` events; what ``finding`` is about is highlighted, and
+        without a finding nothing is.  None when none of ``cited`` is in the history."""
+        chosen = [self._by_index[i] for i in sorted(set(cited)) if i in self._by_index]
+        if not chosen:
+            return None
+        context = self._context
+        identities = _identities(chosen)
+        commits: _Commits = {}
+        for identity in identities:
+            for commit in _commits(context, identity):
+                commits[commit.attempt.invoke.index] = commit
+
+        rows = _rows(chosen, context, commits, identities, finding)
+        height = TOP + ROW * len(rows) + BOTTOM
+        title = f"{finding.property} {finding.key or ''}" if finding else ", ".join(
+            describe_identity(i) for i in identities)
+        return Diagram(
+            title=title.strip(),
+            width=WIDTH,
+            height=height,
+            lanes=tuple(Lane(name, LANE_TITLES[name], x) for name, x in LANE_X.items()),
+            rows=tuple(rows),
+            bands=tuple(_bands(chosen, rows, height)),
+            faults=tuple(dict.fromkeys(str(e.value.get("fault")) for e in chosen
+                                       if e.f == "fault")),
+        )
 
 
 def finding_diagram(finding: Finding, events: Sequence[Event], *,
                     replay_header: str | None = None) -> Diagram | None:
     """The diagram of ``finding`` over its scenario's ``events``; None when it cites none."""
-    return sequence_diagram(events, finding.events, replay_header=replay_header,
-                            finding=finding)
+    return Storyboard(events, replay_header=replay_header).draw(finding.events, finding=finding)
 
 
 def sequence_diagram(events: Sequence[Event], cited: Iterable[int], *,
                      replay_header: str | None = None,
                      finding: Finding | None = None) -> Diagram | None:
-    """The diagram of the ``cited`` events of a scenario's ``events``; what ``finding`` is
-    about is highlighted, and without a finding nothing is."""
-    by_index = {e.index: e for e in events}
-    chosen = [by_index[i] for i in sorted(set(cited)) if i in by_index]
-    if not chosen:
-        return None
-    context = _Context(View(events), replay_header)
-    _mark_faulted_traffic(events, context)
-    identities = _identities(chosen)
-    for identity in identities:
-        for commit in _commits(context, identity):
-            context.commits[commit.attempt.invoke.index] = commit
-
-    rows = _rows(chosen, context, identities, finding)
-    height = TOP + ROW * len(rows) + BOTTOM
-    title = f"{finding.property} {finding.key or ''}" if finding else ", ".join(
-        describe_identity(i) for i in identities)
-    return Diagram(
-        title=title.strip(),
-        width=WIDTH,
-        height=height,
-        lanes=tuple(Lane(name, LANE_TITLES[name], x) for name, x in LANE_X.items()),
-        rows=tuple(rows),
-        bands=tuple(_bands(chosen, rows, height)),
-        faults=tuple(dict.fromkeys(str(e.value.get("fault")) for e in chosen if e.f == "fault")),
-    )
+    """One diagram of a scenario's ``events``: ``Storyboard.draw`` without keeping the board."""
+    return Storyboard(events, replay_header=replay_header).draw(cited, finding=finding)
 
 
 # ---- what the history says beyond the cited events ----------------------------------------
 
 
-def _mark_faulted_traffic(events: Sequence[Event], context: _Context) -> None:
-    """Which requests a fault held at Toxiproxy, and which answers it lost there."""
+def _faulted_traffic(events: Sequence[Event]) -> tuple[set[int], set[int]]:
+    """Which requests a fault held at Toxiproxy (invoke indices), and which answers it lost
+    there (completion indices)."""
+    blocked: set[int] = set()
+    lost: set[int] = set()
     active: dict[str, dict[str, object]] = {}
     at_invoke: dict[int, set[str]] = {}
     for event in events:
@@ -197,11 +224,12 @@ def _mark_faulted_traffic(events: Sequence[Event], context: _Context) -> None:
         elif event.f == "request" and event.type == "invoke":
             at_invoke[event.op] = set(active)
             if any(_blocks(v, "upstream") for v in active.values()):
-                context.blocked.add(event.index)
+                blocked.add(event.index)
         elif event.f == "request" and event.type != "invoke" and event.status is None:
             acting = at_invoke.get(event.op, set()) | set(active)
             if any(_blocks(active.get(n, {}), "downstream") for n in acting):
-                context.lost.add(event.index)
+                lost.add(event.index)
+    return blocked, lost
 
 
 def _blocks(fault: dict[str, object], stream: str) -> bool:
@@ -258,14 +286,14 @@ def _commits(context: _Context, identity: Identity) -> list[_Commit]:
 # ---- rows --------------------------------------------------------------------------------
 
 
-def _rows(chosen: list[Event], context: _Context, identities: list[Identity],
+def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities: list[Identity],
           finding: Finding | None) -> list[Row]:
     start = chosen[0].time
     processes = {e.process for e in chosen if e.f == "request"}
     several = len(identities) > 1
     ours = {i for i in identities
             if finding is None or finding.key is None or describe_identity(i) == finding.key}
-    marks = _highlights(chosen, context, ours, finding)
+    marks = _highlights(chosen, context, commits, ours, finding)
     rows: list[Row] = []
 
     def add(kind: str, event: Event, *, highlight: bool = False, lines: tuple[Line, ...] = (),
@@ -274,8 +302,6 @@ def _rows(chosen: list[Event], context: _Context, identities: list[Identity],
         rows.append(Row(kind, TOP + ROW * len(rows), _elapsed(event.time - start),
                         _tooltip(event), event.index, highlight, lines, crosses, labels, boxes))
 
-    attempts = {a.invoke.index: a for a in context.view.attempts}
-    by_completion = {a.completion.index: a for a in context.view.attempts if a.completion}
     for event in chosen:
         if event.f == "request" and event.type == "invoke":
             who = _who(event, several=several, processes=len(processes) > 1)
@@ -288,14 +314,14 @@ def _rows(chosen: list[Event], context: _Context, identities: list[Identity],
             else:
                 add("request", event, lines=(Line(LANE_X["client"], LANE_X["server"]),),
                     labels=(Label(LANE_X["client"] + 8, _fit(text, 66)),))
-            commit = context.commits.get(event.index)
-            attempt = attempts.get(event.index)
+            commit = commits.get(event.index)
+            attempt = context.by_invoke.get(event.index)
             if commit and attempt and (attempt.completion is None
                                        or attempt.completion.index not in marks.present):
                 rows.append(_commit_row(commit, rows, event.time - start, marks))
         elif event.f == "request":
-            attempt = by_completion.get(event.index)
-            commit = context.commits.get(attempt.invoke.index) if attempt else None
+            attempt = context.by_completion.get(event.index)
+            commit = commits.get(attempt.invoke.index) if attempt else None
             if commit is not None:
                 rows.append(_commit_row(commit, rows, event.time - start, marks))
             who = _who(event, several=several, processes=len(processes) > 1)
@@ -414,7 +440,7 @@ class _Marks:
     sizes: set[int] = field(default_factory=set)
 
 
-def _highlights(chosen: list[Event], context: _Context, ours: set[Identity],
+def _highlights(chosen: list[Event], context: _Context, commits: _Commits, ours: set[Identity],
                 finding: Finding | None) -> _Marks:
     """The rows that show what the finding says: the duplicate, or the wrong answer."""
     marks = _Marks(present={e.index for e in chosen})
@@ -425,7 +451,7 @@ def _highlights(chosen: list[Event], context: _Context, ours: set[Identity],
         a.invoke.index in marks.present
         or (a.completion is not None and a.completion.index in marks.present))]
     if finding.property in DUPLICATES:
-        marks.commits = {c.attempt.invoke.index for c in context.commits.values()
+        marks.commits = {c.attempt.invoke.index for c in commits.values()
                          if c.attempt.identity in ours and c.ordinal > 1}
         for identity in ours:
             seen = view.effects.get(identity)
