@@ -131,6 +131,8 @@ class View:
                     event.index,
                     event.error,
                 )
+        self.totals = [e for e in self.events if e.f == "effects-total"]
+        self.exits = [e for e in self.events if e.f == "exit"]
         self.crashes = [e for e in self.events if e.f == "crash"]
         self.restarts = [e for e in self.events if e.f == "restart"]
         self.nemesis = [e for e in self.events if e.f in ("crash", "restart", "clock")]
@@ -152,6 +154,25 @@ class View:
             (identity, attempts) for identity, attempts in self.by_identity.items()
             if identity[1] is not None and not attempts[0].label.startswith("hostile")
         ]
+
+    def keyless_charges(self, attempt: Attempt) -> tuple[int | None, str, tuple[int, ...]]:
+        """What one keyless request charged, from the totals counted just before and just after
+        it: the count (None when it cannot be told), why not, and the totals' indices.  The
+        difference only counts when no other request ran between the two totals."""
+        before = next((e for e in reversed(self.totals) if e.time <= attempt.invoke.time), None)
+        after = next((e for e in self.totals if e.time >= attempt.end_time), None)
+        if before is None or after is None:
+            return None, "no total was counted around it", ()
+        if before.type != "ok" or after.type != "ok":
+            failed = before if before.type != "ok" else after
+            return None, f"the total could not be counted: {failed.error}", ()
+        overlapping = [a for a in self.attempts if a is not attempt
+                       and a.invoke.time < after.time and a.end_time > before.time]
+        if overlapping:
+            return None, (f"{len(overlapping)} other request(s) ran while it did, so the "
+                          "difference of the totals is not its own"), ()
+        delta = int(after.value["total"]) - int(before.value["total"])
+        return delta, "", (before.index, after.index)
 
     def epochs(self, attempts: list[Attempt], retention: float | None) -> list[list[Attempt]]:
         """Split a key's attempts where the retention window ran out: each epoch may execute

@@ -16,7 +16,7 @@ from harness._analysis import View
 from harness._errors import UsageError
 from harness._findings import Finding, Klass, Note, Verdict, klass_of, merge_verdicts, sort_findings
 from harness._history import Event
-from harness._target import Promises
+from harness._target import KeylessCounting, KeySpec, Promises, Target, keyless_counting
 
 __all__ = [
     "PROPERTIES",
@@ -41,6 +41,13 @@ class CheckOptions:
 
     promises: Promises
     retry_horizon: float = 86400.0
+    key: KeySpec = field(default_factory=KeySpec)
+    keyless: KeylessCounting = "exact"
+
+    @classmethod
+    def for_target(cls, target: Target, retry_horizon: float = 86400.0) -> CheckOptions:
+        return cls(target.promises, retry_horizon, target.key,
+                   keyless_counting(target.effects))
 
 
 PropertyCheck = Callable[[View, CheckOptions], Iterable[Finding | Note]]

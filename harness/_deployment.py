@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,7 +162,7 @@ class Deployment:
         return str(Path(self.target.source).absolute().parent / cwd)
 
     def _make_oracle(self) -> EffectOracle:
-        effects = self.target.effects
+        effects = self._rendered_effects()
         if isinstance(effects, HttpEffects):
             return HttpOracle(effects, base_url=self.instances[0].direct_url,
                               allow_remote=self.allow_remote)
@@ -169,6 +170,16 @@ class Deployment:
             return SqlOracle(effects, allow_remote=self.allow_remote)
         assert self.recorder is not None
         return RecorderOracle(self.recorder)
+
+    def _rendered_effects(self) -> HttpEffects | SqlEffects | RecorderEffects:
+        """``[effects]`` with ``{workdir}``, ``{port}`` and ``{store_proxy}`` filled in (a
+        SQLite ledger in the target's work directory, an effects URL on the first process);
+        ``{tenant}`` and ``{key}`` stay for each question."""
+        first = urlsplit(self.instances[0].direct_url)
+        values = {**self._values, "port": first.port}
+        values.pop("python", None)
+        rendered = render_template(self.target.effects.model_dump(), values)
+        return type(self.target.effects).model_validate(rendered)
 
     def close(self) -> None:
         """Stop everything this deployment started; safe to call twice and after a failure."""
@@ -233,7 +244,13 @@ class Deployment:
 
     # ---- hooks -----------------------------------------------------------------------------
 
-    def _hook(self, method: str, path: str, body: Any = None) -> Any:
+    def _hook(self, method: str, path: str, body: Any = None,
+              values: Mapping[str, Any] | None = None) -> Any:
+        """Call a hook on the first process; ``values`` fill the placeholders of its path
+        (query string included) and body, and an empty body sends none."""
+        filled = {**self._values, **(values or {})}
+        path = str(render_template(path, filled))
+        body = render_template(body, filled) if body else None
         url = self.instances[0].direct_url + path
         try:
             response = self._hooks_http.request(method, url, json=body)
@@ -247,7 +264,8 @@ class Deployment:
         hook = self.target.hooks.clock
         if hook is None:
             raise UsageError(f"target {self.target.name} has no clock hook")
-        self._hook(hook.method, hook.path, render_template(hook.body, {"seconds": seconds}))
+        whole = int(seconds) if float(seconds).is_integer() else seconds
+        self._hook(hook.method, hook.path, hook.body, {"seconds": whole})
 
     def store_size(self) -> dict[str, int]:
         hook = self.target.hooks.store_size

@@ -21,7 +21,16 @@ from harness._network import require_loopback
 from harness._recorder import Recorder
 from harness._target import HttpEffects, SqlEffects, placeholders, render_template
 
-__all__ = ["EffectCount", "EffectOracle", "HttpOracle", "RecorderOracle", "SqlOracle"]
+__all__ = [
+    "EffectCount",
+    "EffectOracle",
+    "HttpOracle",
+    "NotCountable",
+    "RecorderOracle",
+    "SqlOracle",
+    "record_effects",
+    "record_total",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +39,33 @@ class EffectCount:
     ids: tuple[str, ...] | None = None
 
 
+class NotCountable(Exception):
+    """The target file gives no way to count what was asked: the judge must say "unknown"."""
+
+
 class EffectOracle(Protocol):
     def count(self, tenant: str | None, key: str | None) -> EffectCount:
-        """Side effects for requests of ``tenant`` carrying ``key`` (None: sent without a key)."""
+        """Side effects for requests of ``tenant`` carrying ``key``.  ``key=None`` asks for the
+        charges made without a key, and raises ``NotCountable`` unless the target file says how
+        to count those alone."""
+        ...
+
+    def total(self) -> int:
+        """Every charge the target made, for ``[effects.keyless] how = "total"``; raises
+        ``NotCountable`` when the file declares no total."""
         ...
 
     def close(self) -> None: ...
+
+
+def _checked_count(value: Any) -> int:
+    """A count is a non-negative integer; anything else is the oracle's error, not evidence."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"the count {value!r} is not an integer")
+    count = int(value)
+    if count < 0:
+        raise ValueError(f"the count {count} is negative")
+    return count
 
 
 def _dig(data: Any, path: str) -> Any:
@@ -51,32 +81,57 @@ class HttpOracle:
 
     def __init__(self, spec: HttpEffects, *, base_url: str, allow_remote: bool = False) -> None:
         self._spec = spec
-        self._url = urljoin(base_url.rstrip("/") + "/", spec.url.lstrip("/"))
-        if spec.url.startswith(("http://", "https://")):
-            self._url = spec.url
-        require_loopback(self._url, allow_remote=allow_remote)
+        self._base_url = base_url
+        self._url = self._absolute(spec.url)
+        self._allow_remote = allow_remote
         self._http = httpx.Client(timeout=10.0)
 
-    def count(self, tenant: str | None, key: str | None) -> EffectCount:
-        values = {"tenant": tenant, "key": key}
-        # A parameter whose placeholder has no value is left out: no key means "sent without one".
+    def _absolute(self, url: str) -> str:
+        absolute = url if url.startswith(("http://", "https://")) else urljoin(
+            self._base_url.rstrip("/") + "/", url.lstrip("/"))
+        require_loopback(absolute, allow_remote=getattr(self, "_allow_remote", False))
+        return absolute
+
+    def _ask(self, url: str, query: Mapping[str, str], count_path: str, ids_path: str | None,
+             values: Mapping[str, str | None]) -> EffectCount:
         params = {
             name: str(render_template(template, values))
-            for name, template in self._spec.query.items()
+            for name, template in query.items()
             if all(values.get(p) is not None for p in placeholders(template))
         }
         try:
-            response = self._http.get(self._url, params=params)
+            response = self._http.get(url, params=params)
             response.raise_for_status()
             data = response.json()
-            count = int(_dig(data, self._spec.count))
-            ids = _dig(data, self._spec.ids) if self._spec.ids else None
+            count = _checked_count(_dig(data, count_path))
+            ids = _dig(data, ids_path) if ids_path else None
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
             raise ServiceError(
-                f"the effects query {self._url} failed for tenant={tenant!r} key={key!r}: {exc}; "
-                "check [effects] url, query and count in the target file"
+                f"the effects query {url} {params} failed: {exc}; check [effects] url, query and "
+                "count in the target file"
             ) from exc
         return EffectCount(count, tuple(str(i) for i in ids) if isinstance(ids, list) else None)
+
+    def count(self, tenant: str | None, key: str | None) -> EffectCount:
+        spec = self._spec
+        if key is not None:
+            return self._ask(self._url, spec.query, spec.count, spec.ids,
+                             {"tenant": tenant, "key": key})
+        keyless = spec.keyless
+        if keyless is None or keyless.how != "query":
+            raise NotCountable("the target file gives no query that counts charges made "
+                               "without a key ([effects.keyless] how = \"query\")")
+        url = self._absolute(keyless.url) if keyless.url else self._url
+        return self._ask(url, keyless.query, keyless.count or spec.count, None,
+                         {"tenant": tenant})
+
+    def total(self) -> int:
+        keyless = self._spec.keyless
+        if keyless is None or keyless.how != "total":
+            raise NotCountable("the target file declares no total ([effects.keyless] "
+                               "how = \"total\")")
+        url = self._absolute(keyless.url) if keyless.url else self._url
+        return self._ask(url, keyless.query, keyless.count or self._spec.count, None, {}).count
 
     def close(self) -> None:
         self._http.close()
@@ -98,20 +153,40 @@ class SqlOracle:
         with psycopg.connect(self._spec.dsn, connect_timeout=10) as conn:
             return conn.execute(query, params).fetchall()
 
-    def count(self, tenant: str | None, key: str | None) -> EffectCount:
-        params = {"tenant": tenant, "key": key}
+    def _count(self, query: str, params: dict[str, Any]) -> int:
         try:
-            rows = self._rows(self._spec.query, params)
-            count = int(rows[0][0]) if rows else 0
-            ids = None
-            if self._spec.ids_query:
-                ids = tuple(str(r[0]) for r in self._rows(self._spec.ids_query, params))
+            rows = self._rows(query, params)
+            return _checked_count(rows[0][0]) if rows else 0
         except (sqlite3.Error, psycopg.Error, ValueError, IndexError) as exc:
             raise ServiceError(
-                f"the effects query failed for tenant={tenant!r} key={key!r}: {exc}; "
-                "check [effects] dsn and query in the target file"
+                f"the effects query failed for {params}: {exc}; check [effects] dsn and query "
+                "in the target file"
             ) from exc
+
+    def count(self, tenant: str | None, key: str | None) -> EffectCount:
+        params = {"tenant": tenant, "key": key}
+        if key is None:
+            keyless = self._spec.keyless
+            if keyless is None or keyless.how != "query":
+                raise NotCountable("the target file gives no query that counts charges made "
+                                   "without a key ([effects.keyless] how = \"query\")")
+            return EffectCount(self._count(keyless.query, params))
+        count = self._count(self._spec.query, params)
+        ids = None
+        if self._spec.ids_query:
+            try:
+                ids = tuple(str(r[0]) for r in self._rows(self._spec.ids_query, params))
+            except (sqlite3.Error, psycopg.Error) as exc:
+                raise ServiceError(f"the ids query failed for {params}: {exc}; check "
+                                   "[effects] ids_query in the target file") from exc
         return EffectCount(count, ids)
+
+    def total(self) -> int:
+        keyless = self._spec.keyless
+        if keyless is None or keyless.how != "total":
+            raise NotCountable("the target file declares no total ([effects.keyless] "
+                               "how = \"total\")")
+        return self._count(keyless.query, {"tenant": None, "key": None})
 
     def close(self) -> None:
         pass
@@ -126,6 +201,9 @@ class RecorderOracle:
         ids = tuple(e.id for e in effects if e.id is not None)
         return EffectCount(len(effects), ids if len(ids) == len(effects) else None)
 
+    def total(self) -> int:
+        return self.recorder.total()
+
     def close(self) -> None:
         self.recorder.close()
 
@@ -139,6 +217,9 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     """
     try:
         counted = oracle.count(tenant, key)
+    except NotCountable as exc:
+        history.record("info", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
+        return
     except Exception as exc:
         history.record("fail", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
         return
@@ -146,6 +227,20 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     if counted.ids is not None:
         value["ids"] = list(counted.ids)
     history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
+
+
+def record_total(history: History, oracle: EffectOracle) -> None:
+    """Record every charge the target made so far as an ``effects-total`` event: around a
+    keyless request sent alone, two of them measure what that request charged."""
+    try:
+        total = oracle.total()
+    except NotCountable as exc:
+        history.record("info", "effects-total", ORACLE, error=str(exc))
+        return
+    except Exception as exc:
+        history.record("fail", "effects-total", ORACLE, error=str(exc))
+        return
+    history.record("ok", "effects-total", ORACLE, value={"total": total})
 
 
 def identities_sent(events: Sequence[Event]) -> list[tuple[str | None, str | None]]:

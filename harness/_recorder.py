@@ -92,6 +92,10 @@ class Recorder:
         with self._server.lock:
             return [e for e in self._server.effects if e.tenant == tenant and e.key == key]
 
+    def total(self) -> int:
+        with self._server.lock:
+            return len(self._server.effects)
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()

@@ -122,7 +122,7 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
           base_url: str, properties: Sequence[str] | None = None) -> CheckResult:
     """Check one history (against ``properties``, default all) and attach a reproduction line
     to each finding."""
-    check = check_history(events, CheckOptions(target.promises, retry_horizon),
+    check = check_history(events, CheckOptions.for_target(target, retry_horizon),
                           properties=properties)
     by_index = {e.index: e for e in events}
 

@@ -23,12 +23,17 @@ __all__ = [
     "ClockHook",
     "CrashHook",
     "Effects",
+    "Endpoint",
+    "HandlerFault",
     "HttpEffects",
+    "KeySpec",
+    "KeylessCounting",
     "Promises",
     "RecorderEffects",
     "SqlEffects",
     "StoreProxy",
     "Target",
+    "keyless_counting",
     "load_target",
     "parse_target",
     "placeholders",
@@ -45,7 +50,9 @@ class _Section(BaseModel):
 
 
 class Start(_Section):
-    """How the harness starts the target itself."""
+    """How the harness starts the target itself.  ``shared_state`` says that several processes
+    started with this command share one store, so the harness may run two and send a key's
+    retries to either; without it the target is judged as one process."""
 
     command: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
@@ -55,6 +62,7 @@ class Start(_Section):
     ready_path: str = "/"
     ready_timeout: Duration = 30.0
     restartable: bool = False
+    shared_state: bool = False
 
     @model_validator(mode="after")
     def _needs_port(self) -> Start:
@@ -64,11 +72,21 @@ class Start(_Section):
 
 
 class Endpoint(_Section):
+    """One keyed operation: the request that causes a side effect.
+
+    ``[endpoint]`` declares the only one; ``[[operations]]`` declares several.  Operations with
+    the same ``key_scope`` share one key space: a key sent to one and then to another is a
+    reused key (the draft's "same key, different request").  Reuse is only ever probed on
+    declared operations, because a route the service does not have proves nothing.
+    """
+
+    name: str = ""
     method: str = "POST"
     path: str = "/charges"
     body: dict[str, Any] = Field(default_factory=lambda: {"amount": "{amount}", "currency": "usd"})
     headers: dict[str, str] = Field(default_factory=dict)
     resource_field: str | None = "id"
+    key_scope: str = "shared"
 
     @model_validator(mode="after")
     def _body_can_vary(self) -> Endpoint:
@@ -78,13 +96,44 @@ class Endpoint(_Section):
                 "the body template needs an {amount} or {nonce} placeholder, so the harness can "
                 "make two different requests (key reuse)"
             )
+        if not self.path.startswith("/"):
+            raise ValueError(f"path {self.path!r} must start with /, e.g. \"/charges\"")
         return self
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.method.upper()} {self.path}"
 
 
 class KeySpec(_Section):
+    """The key's syntax and the rules the service promises to enforce (docs/targets.md).
+
+    ``max_length = 0`` means no limit is promised; ``pattern`` is a regular expression a valid
+    key matches in full; ``invalid_status`` is the status promised for a key that breaks the
+    rules (unset: any 4xx).
+    """
+
     header: str = "Idempotency-Key"
     syntax: Literal["token", "sf-string"] = "token"
-    max_length: int = Field(default=255, ge=1)
+    max_length: int = Field(default=255, ge=0)
+    pattern: str | None = None
+    invalid_status: int | None = Field(default=None, ge=400, le=499)
+
+    @model_validator(mode="after")
+    def _pattern_compiles(self) -> KeySpec:
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {self.pattern!r} is not a regular expression: {exc}")\
+                    from exc
+        return self
+
+    def accepts(self, key: str) -> bool:
+        """Does ``key`` follow the declared rules (length and pattern)?"""
+        if self.max_length and len(key) > self.max_length:
+            return False
+        return self.pattern is None or re.fullmatch(self.pattern, key) is not None
 
 
 class TenantSpec(_Section):
@@ -98,6 +147,20 @@ class TenantSpec(_Section):
         return self
 
 
+class HttpKeyless(_Section):
+    """How an HTTP effects endpoint counts charges made without a key ([effects.keyless]).
+
+    ``how = "query"``: ``url``/``query`` answer the count of keyless charges alone.
+    ``how = "total"``: they answer the count of every charge; the harness then sends keyless
+    requests one at a time, with nothing else running, and counts the difference around each.
+    """
+
+    how: Literal["query", "total"]
+    url: str | None = None
+    query: dict[str, str] = Field(default_factory=dict)
+    count: str | None = None
+
+
 class HttpEffects(_Section):
     """Side effects counted by an HTTP query whose JSON gives the count (and maybe the ids)."""
 
@@ -106,6 +169,24 @@ class HttpEffects(_Section):
     query: dict[str, str] = Field(default_factory=dict)
     count: str = "count"
     ids: str | None = None
+    keyless: HttpKeyless | None = None
+
+    @model_validator(mode="after")
+    def _counts_per_key(self) -> HttpEffects:
+        if not any("key" in placeholders(v) for v in self.query.values()):
+            raise ValueError(
+                "query must pass the key, e.g. query = { key = \"{key}\" }: without it the "
+                "endpoint cannot count one key's charges"
+            )
+        return self
+
+
+class SqlKeyless(_Section):
+    """How a SQL oracle counts charges made without a key: ``query`` (with ``%(tenant)s``)
+    counts keyless charges alone (``how = "query"``) or every charge (``how = "total"``)."""
+
+    how: Literal["query", "total"]
+    query: str
 
 
 class SqlEffects(_Section):
@@ -115,6 +196,7 @@ class SqlEffects(_Section):
     dsn: str
     query: str
     ids_query: str | None = None
+    keyless: SqlKeyless | None = None
 
     @model_validator(mode="after")
     def _uses_key(self) -> SqlEffects:
@@ -126,7 +208,8 @@ class SqlEffects(_Section):
 
 
 class RecorderEffects(_Section):
-    """Side effects the target reports, one call each, to a recorder the harness runs."""
+    """Side effects the target reports, one call each, to a recorder the harness runs.  The
+    target reports a keyless charge with ``"key": null``, so keyless charges count exactly."""
 
     kind: Literal["recorder"]
     env: str = "IDEM_RECORDER_URL"
@@ -134,6 +217,16 @@ class RecorderEffects(_Section):
 
 
 Effects = Annotated[HttpEffects | SqlEffects | RecorderEffects, Field(discriminator="kind")]
+#: How charges made without a key can be counted: exactly, as a difference of totals, or not.
+KeylessCounting = Literal["exact", "total", "none"]
+
+
+def keyless_counting(effects: HttpEffects | SqlEffects | RecorderEffects) -> KeylessCounting:
+    if isinstance(effects, RecorderEffects):
+        return "exact"
+    if effects.keyless is None:
+        return "none"
+    return "exact" if effects.keyless.how == "query" else "total"
 
 
 class Promises(_Section):
@@ -149,10 +242,26 @@ class Promises(_Section):
     lease: Duration | None = None
     errors: Literal["release", "store"] = "release"
     replay_header: str | None = None
+    replay_value: str = "true"
+    validation_errors: Literal["either", "stored", "not-stored"] = "either"
     cleanup_interval: Duration | None = None
+
+    def marks_replay(self, headers: Mapping[str, str] | None) -> bool:
+        """Does an answer with ``headers`` say it is a replay?  Only the promised header with
+        the promised value does: some libraries send ``Idempotent-Replayed: false`` on fresh
+        answers."""
+        if not self.replay_header or not headers:
+            return False
+        wanted = self.replay_header.lower()
+        value = next((v for k, v in headers.items() if k.lower() == wanted), None)
+        return value is not None and value.strip().lower() == self.replay_value.lower()
 
 
 class ClockHook(_Section):
+    """Moves the target's clock: ``path`` (query string allowed) and ``body`` may use
+    ``{seconds}``; ``body = {}`` sends no body, for a hook such as
+    ``POST /admin/clock?seconds={seconds}``."""
+
     method: str = "POST"
     path: str
     body: dict[str, Any] = Field(default_factory=lambda: {"seconds": "{seconds}"})
@@ -183,6 +292,19 @@ class HeaderHook(_Section):
     value: str
 
 
+HandlerFaultWhen = Literal["before-work", "after-work", "error-answer"]
+
+
+class HandlerFault(_Section):
+    """One way to make the handler fail (``[[hooks.handler_errors]]``): an exception before the
+    work, an exception after it (the charge may be made), or a 5xx the handler answers."""
+
+    name: str = Field(min_length=1)
+    header: str
+    value: str
+    when: HandlerFaultWhen = "before-work"
+
+
 class StoreSizeHook(_Section):
     method: str = "GET"
     path: str
@@ -200,8 +322,29 @@ class Hooks(_Section):
     crash: CrashHook | None = None
     slow: HeaderHook | None = None
     handler_error: HeaderHook | None = None
+    handler_errors: list[HandlerFault] = Field(default_factory=list)
     store_size: StoreSizeHook | None = None
     cleanup: CallHook | None = None
+
+    @model_validator(mode="after")
+    def _one_error_form(self) -> Hooks:
+        if self.handler_error is not None and self.handler_errors:
+            raise ValueError("give either handler_error (one fault) or [[hooks.handler_errors]] "
+                             "(several), not both; move handler_error into the list as "
+                             "{ name = \"exception\", header = ..., value = ... }")
+        names = [f.name for f in self.handler_errors]
+        if len(set(names)) != len(names):
+            raise ValueError(f"handler_errors names must be distinct; got {names}")
+        return self
+
+    @property
+    def handler_faults(self) -> tuple[HandlerFault, ...]:
+        """Every declared handler fault; the single ``handler_error`` form is an exception
+        raised before the work."""
+        if self.handler_error is not None:
+            return (HandlerFault(name="exception", header=self.handler_error.header,
+                                 value=self.handler_error.value),)
+        return tuple(self.handler_errors)
 
 
 class StoreProxy(_Section):
@@ -240,6 +383,7 @@ class Target(_Section):
     url: str | None = None
     start: Start | None = None
     endpoint: Endpoint = Field(default_factory=Endpoint)
+    operations: list[Endpoint] = Field(default_factory=list)
     key: KeySpec = Field(default_factory=KeySpec)
     tenant: TenantSpec | None = None
     effects: Effects
@@ -248,6 +392,25 @@ class Target(_Section):
     store_proxy: StoreProxy | None = None
     client: ClientSpec = Field(default_factory=ClientSpec)
     source: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_operation_is_the_endpoint(cls, data: Any) -> Any:
+        """``[[operations]]`` replaces ``[endpoint]``; the first operation is the one every
+        scenario sends unless it says otherwise."""
+        if isinstance(data, Mapping) and data.get("operations"):
+            if "endpoint" in data:
+                raise ValueError("give [endpoint] (one keyed operation) or [[operations]] "
+                                 "(several), not both: move [endpoint] into the list")
+            return {**data, "endpoint": data["operations"][0]}
+        return data
+
+    @model_validator(mode="after")
+    def _operations_are_distinct(self) -> Target:
+        seen = [(o.method.upper(), o.path) for o in self.keyed_operations]
+        if len(set(seen)) != len(seen):
+            raise ValueError(f"[[operations]] must differ in method or path; got {seen}")
+        return self
 
     @model_validator(mode="after")
     def _where(self) -> Target:
@@ -273,6 +436,21 @@ class Target(_Section):
         return self
 
     @property
+    def keyed_operations(self) -> tuple[Endpoint, ...]:
+        """Every operation the target declares as keyed, the primary one first."""
+        return tuple(self.operations) or (self.endpoint,)
+
+    def sharing_keys_with(self, operation: Endpoint) -> tuple[Endpoint, ...]:
+        """The other declared operations in ``operation``'s key space."""
+        return tuple(o for o in self.keyed_operations
+                     if o is not operation and o.key_scope == operation.key_scope)
+
+    @property
+    def shares_state(self) -> bool:
+        """May the harness start a second process and treat both as one service?"""
+        return self.start is not None and self.start.shared_state
+
+    @property
     def can_restart(self) -> bool:
         return self.start is not None and self.start.restartable
 
@@ -288,7 +466,7 @@ class Target(_Section):
             caps.add("restart")
         if hooks.slow:
             caps.add("slow")
-        if hooks.handler_error:
+        if hooks.handler_faults:
             caps.add("handler-error")
         if hooks.store_size:
             caps.add("store-size")
@@ -302,6 +480,8 @@ class Target(_Section):
             caps.add("lease")
         if self.store_proxy is not None:
             caps.add("store-proxy")
+        if self.shares_state:
+            caps.add("instances")
         return frozenset(caps)
 
     def with_start_args(self, args: list[str]) -> Target:

@@ -337,7 +337,7 @@ class World:
     def judge(self, events: Sequence[Event],
               properties: Sequence[str] | None = None) -> CheckResult:
         """The checker's verdict on ``events`` (all properties unless told)."""
-        return check_history(events, CheckOptions(self.target.promises, self.retry_horizon),
+        return check_history(events, CheckOptions.for_target(self.target, self.retry_horizon),
                              properties=properties)
 
     # ---- ending ----------------------------------------------------------------------------

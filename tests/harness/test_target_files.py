@@ -95,7 +95,7 @@ def test_effects_kind_is_required(tmp_path: Path) -> None:
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
-    found = problems(tmp_path, MINIMAL + "\n[key]\nsyntax = 'base64'\nmax_length = 0\n")
+    found = problems(tmp_path, MINIMAL + "\n[key]\nsyntax = 'base64'\nmax_length = -1\n")
     assert {f for f, _, _ in found} == {"key.syntax", "key.max_length"}
 
 
