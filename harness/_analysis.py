@@ -174,6 +174,12 @@ class View:
         delta = int(after.value["total"]) - int(before.value["total"])
         return delta, "", (before.index, after.index)
 
+    def lease_not_waited(self) -> str | None:
+        """Why a generator could not wait for the promised lease, when it said so."""
+        reasons = [str(e.value.get("reason", "")) for e in self.events
+                   if e.f == "lease-not-waited"]
+        return "; ".join(r for r in reasons if r) or None
+
     def epochs(self, attempts: list[Attempt], retention: float | None) -> list[list[Attempt]]:
         """Split a key's attempts where the retention window ran out: each epoch may execute
         once.  Without a promised retention the key never expires."""

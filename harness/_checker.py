@@ -43,11 +43,22 @@ class CheckOptions:
     retry_horizon: float = 86400.0
     key: KeySpec = field(default_factory=KeySpec)
     keyless: KeylessCounting = "exact"
+    #: The declared keyed operations as (METHOD, path); empty means "whatever was sent".
+    operations: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def for_target(cls, target: Target, retry_horizon: float = 86400.0) -> CheckOptions:
+        operations = tuple((o.method.upper(), o.path) for o in target.keyed_operations)
         return cls(target.promises, retry_horizon, target.key,
-                   keyless_counting(target.effects))
+                   keyless_counting(target.effects), operations)
+
+    def declares(self, method: str | None, path: str | None) -> bool:
+        """Is ``method path`` (query string aside) an operation the target says is keyed?  An
+        answer on any other route says nothing about the idempotency layer."""
+        if not self.operations:
+            return True
+        bare = (path or "").split("?", 1)[0]
+        return ((method or "").upper(), bare) in self.operations
 
 
 PropertyCheck = Callable[[View, CheckOptions], Iterable[Finding | Note]]
@@ -140,7 +151,12 @@ def _check_safe(spec: PropertySpec, view: View, options: CheckOptions) -> Proper
         return PropertyResult(spec.id, "unknown", reason=f"the check crashed: {detail}")
     findings = tuple(p for p in produced if isinstance(p, Finding))
     notes = tuple(p for p in produced if isinstance(p, Note))
-    return PropertyResult(spec.id, "fail" if findings else "pass", findings, notes)
+    if findings:
+        return PropertyResult(spec.id, "fail", findings, notes)
+    undecided = [n.message for n in notes if n.undecided]
+    if undecided:
+        return PropertyResult(spec.id, "unknown", (), notes, "; ".join(undecided))
+    return PropertyResult(spec.id, "pass", (), notes)
 
 
 def check_history(

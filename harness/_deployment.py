@@ -8,6 +8,7 @@ meant for a client's request never blinds the judge or the clock.
 from __future__ import annotations
 
 import sys
+import threading
 import uuid
 from collections.abc import Mapping
 from contextlib import suppress
@@ -76,6 +77,9 @@ class Deployment:
         self._wanted = instances
         self._values: dict[str, Any] = {}
         self._hooks_http = httpx.Client(timeout=10.0)
+        # Kills, deliberate crashes and the search for processes that exited by themselves
+        # take turns, so a process the nemesis is killing is never taken for one that died.
+        self._process_lock = threading.RLock()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -211,29 +215,52 @@ class Deployment:
 
     def kill(self, number: int = 0) -> None:
         process = self._managed(number)
-        process.kill()
+        with self._process_lock:
+            process.kill()
 
     def restart(self, number: int = 0) -> None:
         """Start instance ``number`` again on the same port, behind the same proxy."""
-        process = self._managed(number)
-        if process.running():
-            process.kill()
-        process.start()
+        self._start_again(self._managed(number))
+
+    def _start_again(self, process: ManagedProcess) -> None:
+        with self._process_lock:
+            if process.running():
+                process.kill()
+            process.start()
 
     def wait_for_exit(self, number: int = 0, *, timeout: float = 10.0) -> bool:
         """Wait for the instance to die by itself (a crash hook fired); True if it did."""
-        return self._managed(number).wait_exit(timeout) is not None
+        process = self._managed(number)
+        with self._process_lock:
+            return process.wait_exit(timeout) is not None
 
     def is_running(self, number: int = 0) -> bool:
         process = self.instances[number].process
         return process is None or process.running()
 
+    def exited_by_themselves(self) -> list[tuple[int, int]]:
+        """Instances whose process ended on its own since the last look, with the return code
+        of each: not killed by the nemesis, not a crash hook the harness fired and waited for
+        (both take the process's exit themselves).  Cheap: a ``poll`` per process."""
+        exited = []
+        with self._process_lock:
+            for instance in self.instances:
+                process = instance.process
+                if process is None or process.running():
+                    continue
+                code = process.wait_exit(0)
+                if code is not None:
+                    exited.append((instance.number, code))
+        return exited
+
     def restart_dead_instances(self) -> None:
         """Bring back every instance that died (a crash a scenario or story caused, or one
-        nobody expected), so the next one starts against a running target."""
+        nobody expected), so the next one starts against a running target.  The harness
+        started them, so it starts them again even when the target file does not call them
+        restartable: the rest of the run needs a target to talk to."""
         for instance in self.instances:
-            if not self.is_running(instance.number):
-                self.restart(instance.number)
+            if instance.process is not None and not instance.process.running():
+                self._start_again(instance.process)
 
     def _managed(self, number: int) -> ManagedProcess:
         process = self.instances[number].process

@@ -59,16 +59,20 @@ class Finding:
 @dataclass(frozen=True, slots=True)
 class Note:
     """Something the report should say that is not a failure: a measurement, a draft deviation,
-    a second charge that the retention contract allows."""
+    a second charge that the retention contract allows.  An ``undecided`` note is evidence that
+    could not decide (a lease that had not passed, an oracle that cannot count): without a
+    finding beside it, it makes the property's verdict unknown, with the note as the reason."""
 
     property: str
     key: str | None
     message: str
     data: dict[str, Any] = field(default_factory=dict)
+    undecided: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"property": self.property, "key": self.key, "message": self.message,
-                "data": self.data}
+        shown = {"property": self.property, "key": self.key, "message": self.message,
+                 "data": self.data}
+        return {**shown, "undecided": True} if self.undecided else shown
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:

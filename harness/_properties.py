@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
 from harness._analysis import Attempt, EffectsSeen, Identity, View, describe_identity
 from harness._checker import CheckOptions, Inconclusive, prop
@@ -61,8 +62,7 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             yield Finding(
                 "P1", shown,
                 f"{effects.count} charges for key {shown} where at most {allowed} may exist"
-                f"{expiry}: {_story(attempts, view)}. A retry was executed again instead of "
-                "being answered from the stored response.",
+                f"{expiry}: {_story(attempts, view)}. {_how_it_ran_twice(view, attempts)}",
                 view.evidence(attempts, effects.index),
             )
         elif allowed > 1 and effects.count and effects.count > 1:
@@ -70,6 +70,31 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                        f"{effects.count} charges for key {shown}: a retry came after the promised "
                        f"retention ({format_duration(retention or 0)}) and was executed as new, "
                        "which the contract allows")
+
+
+def _how_it_ran_twice(view: View, attempts: list[Attempt]) -> str:
+    """Why a key was charged more than once, told from the evidence alone: copies that ran at
+    the same time, a retry that ran after an answer was stored, or a request the server died
+    in and ran again; silent about what the history cannot show."""
+    executed = [a for a in attempts if a.ok and a.resource]
+    resources = {a.resource for a in executed}
+    if len(resources) > 1:
+        first_of = {r: min((a for a in executed if a.resource == r), key=lambda a: a.start)
+                    for r in resources}
+        runs = sorted(first_of.values(), key=lambda a: a.start)
+        if any(b.invoke.time < a.end_time for a, b in pairwise(runs)):
+            return ("Copies of the request that ran at the same time were each executed: the "
+                    "key was not claimed atomically before the work began.")
+        return ("A retry that came after the first charge was answered was executed again "
+                "instead of being answered from the stored response.")
+    if view.crashes:
+        return ("The request was run again after the server died in it, although its first "
+                "run had already charged.")
+    overlapping = any(b.invoke.time < a.end_time
+                      for position, a in enumerate(attempts) for b in attempts[position + 1:])
+    if overlapping:
+        return "Requests with this key ran at the same time and more than one of them charged."
+    return "A retry was executed again instead of being answered from the stored response."
 
 
 @prop("P2", "no lost outcome: a 2xx key has exactly one effect, and every 2xx names it")
@@ -133,18 +158,36 @@ def _charged_behind_an_error(view: View, shown: str, identity: Identity,
         )
 
 
+def _stored_answer(attempt: Attempt, options: CheckOptions) -> bool:
+    """Is this final answer one the target promises to store and replay?  A 2xx always is; a
+    5xx only when errors are stored; a 4xx only when validation errors are declared stored
+    (Stripe-style services answer a bad request again without storing it); a refusal of the
+    key (the mismatch or in-progress status) is never a stored response."""
+    status = attempt.status
+    promises = options.promises
+    if status is None:
+        return False
+    if 200 <= status < 300:
+        return True
+    if status >= 500:
+        return promises.errors == "store"
+    refusals = {promises.mismatch_status, promises.in_progress_status}
+    return status not in refusals and promises.validation_errors == "stored"
+
+
 @prop("P3", "faithful replay of status, body and meaningful headers")
 def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
     promises = options.promises
-    marker = promises.replay_header
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
         first = attempts[0]
-        if (marker and first.ok and first.invoke.attempt == 1 and first.header(marker)
+        marked = first.completion is not None and promises.marks_replay(first.completion.headers)
+        if (marked and first.ok and first.invoke.attempt == 1
                 and not any(a is not first and a.invoke.time < first.end_time for a in attempts)):
             yield Finding("P3", shown,
                           f"the first request for key {shown} was answered as a replay "
-                          f"({marker}: {first.header(marker)}) although nothing was stored yet",
+                          f"({promises.replay_header}: {first.header(promises.replay_header or '')}"
+                          ") although nothing was stored yet",
                           view.evidence([first]))
         for epoch in view.epochs(attempts, promises.retention):
             groups: dict[str | None, list[Attempt]] = defaultdict(list)
@@ -155,16 +198,26 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
             for fingerprint, finals in groups.items():
                 if fingerprint != reference_fp or len(finals) < 2:
                     continue
-                yield from _replays_match(view, shown, finals, marker)
+                yield from _replays_match(view, shown, finals, options)
 
 
 def _replays_match(view: View, shown: str, finals: list[Attempt],
-                   marker: str | None) -> Iterator[Finding]:
+                   options: CheckOptions) -> Iterator[Finding]:
     """Compare every final answer with the original one.  Concurrent copies complete in any
     order, so the original is the one not marked as a replay (when the target marks them),
-    else the first to complete."""
-    unmarked = [a for a in finals if not (marker and a.header(marker))]
+    else the first to complete.  Only an answer the target stores can be replayed: a refusal
+    or an unstored 4xx answered twice is two fresh answers, not a replay."""
+    promises = options.promises
+    marker = promises.replay_header
+
+    def marked(attempt: Attempt) -> bool:
+        return attempt.completion is not None and promises.marks_replay(
+            attempt.completion.headers)
+
+    unmarked = [a for a in finals if not marked(a)]
     reference = min(unmarked or finals, key=lambda a: a.end_time)
+    if not _stored_answer(reference, options):
+        return
     for replay in (a for a in finals if a is not reference):
         if replay.resource and reference.resource and replay.resource != reference.resource:
             continue  # executed again, not replayed: P1 and P2 say so
@@ -175,10 +228,14 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
                 "stored response was not replayed faithfully",
                 view.evidence([reference, replay]),
             )
-        elif marker and not replay.header(marker):
+        elif marker and not marked(replay):
+            seen = replay.header(marker)
+            how = (f"{marker}: {seen} where the target promises {promises.replay_value!r}"
+                   if seen is not None else f"no {marker} header")
             yield Finding(
                 "P3", shown,
-                f"the replay for key {shown} lacks the promised {marker} header",
+                f"the replay for key {shown} repeats the original answer but carries {how}, so "
+                "the client cannot tell it is a replay",
                 view.evidence([replay]),
             )
         elif replay.header("content-type") != reference.header("content-type"):
@@ -210,20 +267,28 @@ def _excerpt(attempt: Attempt, length: int = 60) -> str:
 def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     promises = options.promises
     mismatch = promises.mismatch_status
-    transient = {promises.in_progress_status, 429, 503}
+    transient = {promises.in_progress_status, 429, 503} - {mismatch}
     if mismatch != DRAFT_MISMATCH and any(a.invoke.fingerprint for a in view.attempts):
         yield Note("P4", None, f"the target promises {mismatch} for a reused key where the "
                                f"IETF draft says {DRAFT_MISMATCH}")
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
         for epoch in view.epochs(attempts, promises.retention):
-            original = epoch[0]
-            for attempt in epoch[1:]:
+            # Reuse is judged against the first answer the target stored: before it (a lost
+            # request, a refusal, a released error) the key may still be free.
+            original = next((a for a in epoch if _stored_answer(a, options)), None)
+            if original is None:
+                continue
+            for attempt in epoch:
                 status = attempt.status
-                if status is None or status in transient:
+                if (attempt.invoke.time < original.end_time or status is None
+                        or status in transient):
                     continue
+                if not options.declares(attempt.invoke.method, attempt.invoke.path):
+                    continue  # a route the target does not declare keyed proves nothing
                 same = attempt.invoke.fingerprint == original.invoke.fingerprint
-                if same and status == mismatch:
+                ambiguous = mismatch == promises.in_progress_status
+                if same and status == mismatch and not ambiguous:
                     yield Finding(
                         "P4", shown,
                         f"a retry of key {shown} with the same request (equal JSON, perhaps "
@@ -256,8 +321,12 @@ def _difference(original: Attempt, reuse: Attempt) -> str:
     first, second = original.invoke, reuse.invoke
     if first.method != second.method:
         return f"another method ({second.method} instead of {first.method})"
-    if first.path != second.path:
-        return f"another path ({second.path} instead of {first.path})"
+    first_path, _, first_query = (first.path or "").partition("?")
+    second_path, _, second_query = (second.path or "").partition("?")
+    if first_path != second_path:
+        return f"another operation ({second.method} {second_path} instead of {first_path})"
+    if first_query != second_query:
+        return f"another query string ({second_query or 'none'} instead of {first_query or 'none'})"
     return "another body"
 
 
@@ -355,27 +424,61 @@ def missing_key(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     strict = options.promises.mode == "strict"
     keyless: dict[str | None, list[Attempt]] = defaultdict(list)
     for attempt in view.attempts:
-        if attempt.invoke.key is None and attempt.invoke.key_header is None and attempt.answered:
+        if (attempt.invoke.key is None and attempt.invoke.key_header is None
+                and attempt.answered and not attempt.label.startswith("hostile")):
             keyless[attempt.invoke.tenant].append(attempt)
-    for tenant, attempts in keyless.items():
-        effects = _effects(view, (tenant, None))
+    for attempts in keyless.values():
         for attempt in attempts:
             status = attempt.status
             if strict and status != DRAFT_MISSING_KEY:
                 yield Finding("P7", None,
                               f"a request without a key got {status}; in strict mode it must be "
                               f"rejected with {DRAFT_MISSING_KEY}", view.evidence([attempt]))
-            elif not strict and not attempt.ok:
+            elif not strict and not attempt.ok and status not in (429, 503):
                 yield Finding("P7", None,
                               f"a request without a key got {status}; in lax mode it must be "
                               "processed normally", view.evidence([attempt]))
+    if not keyless:
+        return
+    if options.keyless == "none":
+        yield Note("P7", None, "charges made without a key could not be counted (the target file "
+                               "gives no [effects.keyless]): only the answers were judged")
+        return
+    for tenant, attempts in keyless.items():
+        if options.keyless == "total":
+            yield from _keyless_by_totals(view, attempts, strict)
+            continue
+        seen = view.effects.get((tenant, None))
+        if seen is None or seen.count is None:
+            reason = seen.error if seen and seen.error else "they were not counted"
+            yield Note("P7", None, f"charges made without a key are unknown: {reason}",
+                       undecided=True)
+            continue
         processed = sum(1 for a in attempts if a.ok)
         expected = 0 if strict else processed
-        if effects.count != expected:
+        if seen.count != expected:
             yield Finding("P7", None,
-                          f"{effects.count} charges from {len(attempts)} requests without a key "
-                          f"where {expected} were expected ({options.promises.mode} mode)",
-                          view.evidence(attempts, effects.index))
+                          f"{seen.count} charges from {len(attempts)} requests without a key "
+                          f"({processed} answered 2xx) where {expected} were expected "
+                          f"({options.promises.mode} mode)",
+                          view.evidence(attempts, seen.index))
+
+
+def _keyless_by_totals(view: View, attempts: list[Attempt],
+                       strict: bool) -> Iterator[Finding | Note]:
+    """Judge each keyless request by the difference of the target's total charges around it."""
+    for attempt in attempts:
+        charged, why_not, totals = view.keyless_charges(attempt)
+        if charged is None:
+            yield Note("P7", None, f"what a request without a key charged is unknown: {why_not}",
+                       undecided=True)
+            continue
+        expected = 1 if attempt.ok and not strict else 0
+        if charged != expected:
+            yield Finding("P7", None,
+                          f"a request without a key answered {attempt.status} changed the "
+                          f"target's total of charges by {charged} where {expected} was expected",
+                          view.evidence([attempt], *totals))
 
 
 @prop("P8", "tenant isolation: one key in two tenants is two operations, no shared responses")
@@ -404,27 +507,42 @@ def tenant_isolation(view: View, options: CheckOptions) -> Iterator[Finding]:
             for attempt in (a for a in attempts if a.ok):
                 if attempt.resource and own.ids and attempt.resource in own.ids:
                     continue  # its own charge
-                sources = _leak_sources(view, attempt, others)
+                sources = _leak_sources(view, attempt, identity, others)
                 if sources or own.count == 0:
                     source = ", ".join(sources) or "another tenant"
+                    executed = ("its own request was never executed" if own.count == 0
+                                else f"its own request made {own.count} charge(s)")
                     yield Finding("P8", shown,
                                   f"{shown} received the stored response of {source} "
-                                  f"({attempt.status}, {attempt.resource}); its own request was "
-                                  f"never executed ({own.count} charges)", evidence)
+                                  f"({attempt.status}, {attempt.resource}); {executed}",
+                                  evidence)
                     break
 
 
-def _leak_sources(view: View, attempt: Attempt, others: list[Identity]) -> list[str]:
-    """The other tenants whose response ``attempt`` received: the same body naming a resource
-    (a generic body such as "already processed" proves nothing), or their charge."""
+def _leak_sources(view: View, attempt: Attempt, identity: Identity,
+                  others: list[Identity]) -> list[str]:
+    """The other tenants whose response ``attempt`` received.  Their charge in the answer is
+    proof.  Without ids, an answer with the same body naming a resource (a generic body such as
+    "already processed" proves nothing) came from whichever tenant got it first: the tenant
+    that received it later, or that has no charge of its own, is the one it leaked to."""
     sources = []
+    own = view.effects.get(identity)
     for other in others:
-        same_body = attempt.resource is not None and any(
-            attempt.digest == b.digest for b in view.by_identity[other] if b.ok)
         seen = view.effects.get(other)
-        their_charge = bool(attempt.resource and seen and seen.ids
-                            and attempt.resource in seen.ids)
-        if same_body or their_charge:
+        if attempt.resource and seen and seen.ids:
+            if attempt.resource in seen.ids:
+                sources.append(describe_identity(other))
+            continue
+        if attempt.resource is None:
+            continue
+        theirs = [b for b in view.by_identity[other] if b.ok and b.digest == attempt.digest]
+        if not theirs:
+            continue
+        mine = [b for b in view.by_identity[identity] if b.ok and b.digest == attempt.digest]
+        they_first = min(b.end_time for b in theirs) < min(b.end_time for b in mine)
+        they_charged = seen is not None and bool(seen.count)
+        i_charged = own is not None and bool(own.count)
+        if (they_first and (they_charged or not i_charged)) or (they_charged and not i_charged):
             sources.append(describe_identity(other))
     return sources
 
@@ -468,7 +586,7 @@ def _incidents(view: View) -> list[_Incident]:
 
 @prop("P9", "crash safety: after a crash or a store outage, retries converge to one effect and "
             "no key is stuck")
-def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding]:
+def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     for incident in _incidents(view):
         if incident.start is not incident.end:
             yield from _answers_during_outage(view, incident, options)
@@ -494,7 +612,7 @@ def _answers_during_outage(view: View, incident: _Incident,
 
 
 def _converged(view: View, incident: _Incident, identity: Identity,
-               options: CheckOptions) -> Iterator[Finding]:
+               options: CheckOptions) -> Iterator[Finding | Note]:
     promises = options.promises
     attempts = view.by_identity[identity]
     after = [a for a in attempts if a.invoke.time > incident.end.time]
@@ -513,6 +631,16 @@ def _converged(view: View, incident: _Incident, identity: Identity,
             return
     finals = [a for a in after if a.completion and is_final(a.completion, promises)]
     if after and not finals:
+        last = max(a.start for a in after)
+        if promises.lease is not None and last <= healed_at + promises.lease + LEASE_SLACK:
+            waited = view.lease_not_waited()
+            why = f" ({waited})" if waited else ""
+            yield Note("P9", shown,
+                       f"after {incident.what} key {shown} was still in progress when the "
+                       f"retries stopped, {format_duration(last - healed_at)} later, before the "
+                       f"promised lease of {format_duration(promises.lease)} ran out{why}: "
+                       "whether it is stuck is unknown", undecided=True)
+            return
         yield Finding("P9", shown,
                       f"after {incident.what}, {len(after)} retries of key {shown} never got an "
                       f"answer ({_story(after, view)})", evidence)
@@ -531,19 +659,7 @@ def _converged(view: View, incident: _Incident, identity: Identity,
 def bad_input(view: View, options: CheckOptions) -> Iterator[Finding]:
     hostile = [a for a in view.attempts if a.label.startswith("hostile")]
     for attempt in hostile:
-        what = attempt.label.removeprefix("hostile:")
-        if attempt.status is None or attempt.status >= 500:
-            yield Finding("P10", None,
-                          f"hostile input ({what}) made the target fail: {attempt.describe()}",
-                          view.evidence([attempt]))
-        elif attempt.status < 400:
-            yield Finding("P10", None,
-                          f"hostile input ({what}) was accepted with {attempt.status}; it must "
-                          "be refused with a 4xx", view.evidence([attempt]))
-        seen = view.effects.get(attempt.identity)
-        if seen is not None and seen.count:
-            yield Finding("P10", None, f"hostile input ({what}) caused {seen.count} charge(s)",
-                          view.evidence([attempt], seen.index))
+        yield from _refused(view, attempt, options)
     if hostile:
         last_hostile = max(a.invoke.time for a in hostile)
         for control in view.attempts:
@@ -552,14 +668,62 @@ def bad_input(view: View, options: CheckOptions) -> Iterator[Finding]:
                               f"after the hostile requests an ordinary request got "
                               f"{control.status or 'no answer'}: the target stopped serving",
                               view.evidence([control]))
-    marker = options.promises.replay_header
+    for exit_event in view.exits:
+        during = exit_event.value.get("scenario")
+        yield Finding("P10", None,
+                      f"the service exited with code {exit_event.value.get('code')}"
+                      + (f" during {during}" if during else "")
+                      + ": nothing killed it, and every request in flight was lost with it",
+                      view.evidence([], exit_event.index))
     for fake in (a for a in view.attempts if a.label == "fake-replay"):
-        effects = _effects(view, fake.identity)
-        if not fake.ok or effects.count != 1 or (marker and fake.header(marker)):
-            yield Finding("P10", describe_identity(fake.identity),
-                          "a new request that carried a forged replay header was not processed "
-                          f"as new: {fake.describe()}, {effects.count} charge(s)",
-                          view.evidence([fake], effects.index))
+        yield from _forged_replay(view, fake, options)
+
+
+def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Finding]:
+    """A hostile request must be refused (with the declared status, for a key that breaks the
+    declared rules) and charge nothing."""
+    what = attempt.label.removeprefix("hostile:")
+    status = attempt.status
+    key_rules = options.key.invalid_status
+    bad_key = attempt.invoke.key_header is not None and attempt.invoke.key is not None and (
+        not options.key.accepts(attempt.invoke.key) or attempt.invoke.key == "")
+    if status is None or status >= 500:
+        yield Finding("P10", None,
+                      f"hostile input ({what}) made the target fail: {attempt.describe()}",
+                      view.evidence([attempt]))
+    elif status < 400:
+        yield Finding("P10", None,
+                      f"hostile input ({what}) was accepted with {status}; it must "
+                      "be refused with " + (f"{key_rules}" if bad_key and key_rules else "a 4xx"),
+                      view.evidence([attempt]))
+    elif bad_key and key_rules is not None and status != key_rules:
+        yield Finding("P10", None,
+                      f"a key that breaks the declared rules ({what}) got {status} where the "
+                      f"target promises {key_rules}", view.evidence([attempt]))
+    seen = view.effects.get(attempt.identity)
+    if seen is not None and seen.count:
+        yield Finding("P10", None, f"hostile input ({what}) was answered {status or 'nothing'} "
+                                   f"and caused {seen.count} charge(s)",
+                      view.evidence([attempt], seen.index))
+
+
+def _forged_replay(view: View, fake: Attempt, options: CheckOptions) -> Iterator[Finding]:
+    """A new request that carries the replay header itself must be processed as new: charged
+    once, answered 2xx, and not marked as a replay."""
+    effects = _effects(view, fake.identity)
+    shown = describe_identity(fake.identity)
+    marked = fake.completion is not None and options.promises.marks_replay(
+        fake.completion.headers)
+    if not fake.ok or effects.count != 1:
+        yield Finding("P10", shown,
+                      "a new request that carried a forged replay header was not processed as "
+                      f"new: {fake.describe()}, {effects.count} charge(s)",
+                      view.evidence([fake], effects.index))
+    elif marked:
+        yield Finding("P10", shown,
+                      "a new request that carried a forged replay header was processed (one "
+                      "charge), but its answer is marked as a replay: the server echoes the "
+                      "client's header", view.evidence([fake], effects.index))
 
 
 @prop("P11", "bounded storage: expired keys are removed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,6 +31,7 @@ __all__ = [
     "KeylessCounting",
     "Promises",
     "RecorderEffects",
+    "ReplayMarker",
     "SqlEffects",
     "StoreProxy",
     "Target",
@@ -229,6 +231,21 @@ def keyless_counting(effects: HttpEffects | SqlEffects | RecorderEffects) -> Key
     return "exact" if effects.keyless.how == "query" else "total"
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayMarker:
+    """The header (and its value) by which a target marks an answer as a replay."""
+
+    header: str
+    value: str = "true"
+
+    def marks(self, headers: Mapping[str, str] | None) -> bool:
+        if not headers:
+            return False
+        wanted = self.header.lower()
+        seen = next((v for k, v in headers.items() if k.lower() == wanted), None)
+        return seen is not None and seen.strip().lower() == self.value.lower()
+
+
 class Promises(_Section):
     """What the target says it does; conformance is judged against these."""
 
@@ -246,15 +263,18 @@ class Promises(_Section):
     validation_errors: Literal["either", "stored", "not-stored"] = "either"
     cleanup_interval: Duration | None = None
 
+    @property
+    def replay_marker(self) -> ReplayMarker | None:
+        if self.replay_header is None:
+            return None
+        return ReplayMarker(self.replay_header, self.replay_value)
+
     def marks_replay(self, headers: Mapping[str, str] | None) -> bool:
         """Does an answer with ``headers`` say it is a replay?  Only the promised header with
         the promised value does: some libraries send ``Idempotent-Replayed: false`` on fresh
         answers."""
-        if not self.replay_header or not headers:
-            return False
-        wanted = self.replay_header.lower()
-        value = next((v for k, v in headers.items() if k.lower() == wanted), None)
-        return value is not None and value.strip().lower() == self.replay_value.lower()
+        marker = self.replay_marker
+        return marker is not None and marker.marks(headers)
 
 
 class ClockHook(_Section):

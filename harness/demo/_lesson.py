@@ -100,7 +100,7 @@ def _run(target: Target, scenario: Scenario, report_dir: Path, seed: int,
          toxiproxy: ToxiproxyServer, console: Console) -> RunResult:
     config = RunConfig(target=target, scenarios=[scenario], report_dir=report_dir, seed=seed,
                        toxiproxy=toxiproxy)
-    narrator = Narrator(console, replay_header=target.promises.replay_header)
+    narrator = Narrator(console, replay_marker=target.promises.replay_marker)
     return run_scenarios(config, [narrator, ReportDirectory(report_dir)])
 
 

@@ -20,6 +20,7 @@ from harness._durations import format_duration
 from harness._history import Event
 from harness._nemesis import FAULTS
 from harness._outcomes import RunEvent, RunStarted, ScenarioFinished, ScenarioStarted, Step
+from harness._target import ReplayMarker
 from harness.reports._explain import explain
 from harness.reports._sequence import BLOCKING
 
@@ -33,12 +34,12 @@ _MEANING = {
 
 
 class Narrator:
-    """Prints each step of a run as it happens; ``replay_header`` names the target's replay
+    """Prints each step of a run as it happens; ``replay_marker`` names the target's replay
     mark, so a replay can be told from a fresh execution."""
 
-    def __init__(self, console: Console, *, replay_header: str | None = None) -> None:
+    def __init__(self, console: Console, *, replay_marker: ReplayMarker | None = None) -> None:
         self.console = console
-        self.replay_header = (replay_header or "").lower()
+        self.replay_marker = replay_marker
         self._lock = threading.Lock()
         self._reset()
 
@@ -152,8 +153,7 @@ class Narrator:
     def _charged(self, event: Event, who: str) -> Text:
         got = f"← {event.process} gets {event.status} for {who}: "
         charges = self._charges[event.identity]
-        replay = bool(self.replay_header and event.headers and any(
-            k.lower() == self.replay_header for k in event.headers))
+        replay = bool(self.replay_marker and self.replay_marker.marks(event.headers))
         if event.resource in charges or replay:
             return _say(got, f"the stored response, replayed ({event.resource})", "green")
         charges.append(event.resource or "")

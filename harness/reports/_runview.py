@@ -125,7 +125,7 @@ class RunView:
 
 def run_view(result: RunResult, *, prefix: str = "") -> RunView:
     """The page's view of ``result``; ``prefix`` keeps anchors apart when a page shows two runs."""
-    replay_header = result.target.promises.replay_header
+    replay_marker = result.target.promises.replay_marker
     columns = tuple(PropertyColumn(pid, PROPERTIES[pid].title, klass_of(pid))
                     for pid in PROPERTIES.ids())
     titles = {column.id: column.title for column in columns}
@@ -134,7 +134,7 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
     for outcome in result.outcomes:
         if not outcome.findings:
             continue
-        board = Storyboard(outcome.events, replay_header=replay_header)
+        board = Storyboard(outcome.events, replay_marker=replay_marker)
         drawn: Counter[str] = Counter()
         for finding in outcome.findings:
             anchor = f"{prefix}finding-{len(findings) + 1}"
@@ -209,5 +209,5 @@ def counterpart(flawed: RunResult, fixed: RunResult) -> Diagram | None:
             seen = view.effects.get(identity)
             cited = view.evidence(attempts, *([seen.index] if seen else []))
             return sequence_diagram(other.events, cited,
-                                    replay_header=fixed.target.promises.replay_header)
+                                    replay_marker=fixed.target.promises.replay_marker)
     return None

@@ -24,6 +24,7 @@ from harness._analysis import Attempt, Identity, View, describe_identity
 from harness._durations import format_duration
 from harness._findings import Finding
 from harness._history import Event
+from harness._target import ReplayMarker
 
 __all__ = ["BLOCKING", "Band", "Box", "Diagram", "Label", "Lane", "Line", "Row", "Storyboard",
            "finding_diagram", "sequence_diagram"]
@@ -136,7 +137,7 @@ class _Context:
     """What the rows need to know about the whole scenario, not only the cited events."""
 
     view: View
-    replay_header: str | None
+    replay_marker: ReplayMarker | None
     blocked: frozenset[int]  # invoke indices held at Toxiproxy
     lost: frozenset[int]  # completion indices lost at Toxiproxy
     by_invoke: dict[int, Attempt]
@@ -154,12 +155,13 @@ class Storyboard:
     attempts and trace the faults of the whole history again.
     """
 
-    def __init__(self, events: Sequence[Event], *, replay_header: str | None = None) -> None:
+    def __init__(self, events: Sequence[Event], *,
+                 replay_marker: ReplayMarker | None = None) -> None:
         self._by_index = {e.index: e for e in events}
         view = View(events)
         blocked, lost = _faulted_traffic(events)
         self._context = _Context(
-            view, replay_header, frozenset(blocked), frozenset(lost),
+            view, replay_marker, frozenset(blocked), frozenset(lost),
             {a.invoke.index: a for a in view.attempts},
             {a.completion.index: a for a in view.attempts if a.completion})
 
@@ -193,16 +195,16 @@ class Storyboard:
 
 
 def finding_diagram(finding: Finding, events: Sequence[Event], *,
-                    replay_header: str | None = None) -> Diagram | None:
+                    replay_marker: ReplayMarker | None = None) -> Diagram | None:
     """The diagram of ``finding`` over its scenario's ``events``; None when it cites none."""
-    return Storyboard(events, replay_header=replay_header).draw(finding.events, finding=finding)
+    return Storyboard(events, replay_marker=replay_marker).draw(finding.events, finding=finding)
 
 
 def sequence_diagram(events: Sequence[Event], cited: Iterable[int], *,
-                     replay_header: str | None = None,
+                     replay_marker: ReplayMarker | None = None,
                      finding: Finding | None = None) -> Diagram | None:
     """One diagram of a scenario's ``events``: ``Storyboard.draw`` without keeping the board."""
-    return Storyboard(events, replay_header=replay_header).draw(cited, finding=finding)
+    return Storyboard(events, replay_marker=replay_marker).draw(cited, finding=finding)
 
 
 # ---- what the history says beyond the cited events ----------------------------------------
@@ -248,8 +250,8 @@ def _identities(chosen: Iterable[Event]) -> list[Identity]:
     return list(found)
 
 
-def _is_replay(attempt: Attempt, header: str | None) -> bool:
-    return bool(header and attempt.header(header))
+def _is_replay(attempt: Attempt, marker: ReplayMarker | None) -> bool:
+    return bool(marker and attempt.completion and marker.marks(attempt.completion.headers))
 
 
 def _commits(context: _Context, identity: Identity) -> list[_Commit]:
@@ -259,7 +261,7 @@ def _commits(context: _Context, identity: Identity) -> list[_Commit]:
     for attempt in sorted((a for a in attempts if a.ok and a.resource), key=lambda a: a.end_time):
         resource = attempt.resource
         assert resource is not None
-        if resource not in committed and not _is_replay(attempt, context.replay_header):
+        if resource not in committed and not _is_replay(attempt, context.replay_marker):
             committed[resource] = attempt
     commits = [_Commit(a, r, inferred=False) for r, a in committed.items()]
 
@@ -378,7 +380,7 @@ def _answer(event: Event, who: str, context: _Context, attempt: Attempt | None) 
     """An answer's arrow; one that never came shows where it was lost."""
     client, proxy, server = LANE_X["client"], LANE_X["toxiproxy"], LANE_X["server"]
     if event.status is not None:
-        text = who + _status_text(event, attempt, context.replay_header)
+        text = who + _status_text(event, attempt, context.replay_marker)
         return _Shape("answer", (Line(server, client),), (Label(client + 8, _fit(text, 66)),))
     reason = event.error or "no answer"
     if event.error == "connect":
@@ -395,7 +397,8 @@ def _answer(event: Event, who: str, context: _Context, attempt: Attempt | None) 
                   (Label(client + 8, f"{who}no answer: {reason}"),), (server,))
 
 
-def _status_text(event: Event, attempt: Attempt | None, replay_header: str | None) -> str:
+def _status_text(event: Event, attempt: Attempt | None,
+                 replay_marker: ReplayMarker | None) -> str:
     status = event.status
     assert status is not None
     if event.resource:
@@ -408,7 +411,7 @@ def _status_text(event: Event, attempt: Attempt | None, replay_header: str | Non
         code = _error_code(event.body)
         if code:
             text += f" · {code}"
-    if attempt is not None and _is_replay(attempt, replay_header):
+    if attempt is not None and _is_replay(attempt, replay_marker):
         text += " · replay"
     return text
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from harness import CheckOptions, CheckResult, Event, History, check_history
 from harness._history import NEMESIS, ORACLE
-from harness._target import Promises
+from harness._target import KeylessCounting, KeySpec, Promises
 
 REFERENCE_PROMISES = Promises(
     mode="strict", mismatch_status=422, in_progress="conflict", in_progress_status=409,
@@ -71,10 +71,19 @@ class Story:
     def store_size(self, rows: int) -> None:
         self.history.record("ok", "store-size", ORACLE, value={"rows": rows})
 
+    def total(self, total: int) -> None:
+        self.history.record("ok", "effects-total", ORACLE, value={"total": total})
+
+    def exit(self, code: int, scenario: str) -> None:
+        self.history.record("info", "exit", NEMESIS,
+                            value={"instance": 0, "code": code, "scenario": scenario})
+
     def check(self, *properties: str, promises: Promises = REFERENCE_PROMISES,
-              horizon: float = 86400.0) -> CheckResult:
-        return check_history(self.history.events(), CheckOptions(promises, horizon),
-                             properties=list(properties) or None)
+              horizon: float = 86400.0, key: KeySpec | None = None,
+              keyless: KeylessCounting = "exact",
+              operations: tuple[tuple[str, str], ...] = ()) -> CheckResult:
+        options = CheckOptions(promises, horizon, key or KeySpec(), keyless, operations)
+        return check_history(self.history.events(), options, properties=list(properties) or None)
 
 
 def replayed() -> dict[str, str]:

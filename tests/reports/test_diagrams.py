@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from harness import FAULTS, Finding
 from harness._history import NEMESIS
+from harness._target import ReplayMarker
 from harness.reports._sequence import Diagram, Row, finding_diagram, sequence_diagram
 from tests.harness.stories import JSON, Story, replayed
 
 REPLAY = "Idempotent-Replayed"
+MARKER = ReplayMarker(REPLAY)
 
 
 def fault(story: Story, name: str) -> None:
@@ -32,7 +34,7 @@ def only(story: Story, prop: str) -> Finding:
 
 
 def diagram_of(story: Story, finding: Finding) -> Diagram:
-    diagram = finding_diagram(finding, story.history.events(), replay_header=REPLAY)
+    diagram = finding_diagram(finding, story.history.events(), replay_marker=MARKER)
     assert diagram is not None
     return diagram
 
@@ -67,7 +69,7 @@ def test_the_same_story_on_a_correct_server_is_a_replay_and_nothing_is_highlight
     story.effects("k1", 1, ids=["ch_1"])
     events = story.history.events()
 
-    diagram = sequence_diagram(events, [e.index for e in events], replay_header=REPLAY)
+    diagram = sequence_diagram(events, [e.index for e in events], replay_marker=MARKER)
 
     assert diagram is not None and diagram.highlighted == 0
     (commit,) = (r for r in diagram.rows if r.kind == "commit")
@@ -117,7 +119,7 @@ def test_a_request_held_at_toxiproxy_never_reaches_the_server() -> None:
     story.effects("k1", 1, ids=["ch_1"])
     events = story.history.events()
 
-    diagram = sequence_diagram(events, [e.index for e in events], replay_header=REPLAY)
+    diagram = sequence_diagram(events, [e.index for e in events], replay_marker=MARKER)
 
     assert diagram is not None
     held = next(r for r in diagram.rows if r.kind == "request")
@@ -140,4 +142,4 @@ def test_a_crash_draws_the_server_down_until_the_restart() -> None:
     assert [r.kind for r in diagram.rows][:5] == ["request", "commit", "lost", "crash",
                                                   "restart"]
     assert [b.kind for b in diagram.bands] == ["down"]
-    assert sequence_diagram(events, [], replay_header=REPLAY) is None
+    assert sequence_diagram(events, [], replay_marker=MARKER) is None

@@ -9,6 +9,7 @@ from rich.console import Console
 from harness import FAULTS
 from harness._history import NEMESIS, Event
 from harness._outcomes import Step
+from harness._target import ReplayMarker
 from harness.demo import Narrator
 from tests.harness.stories import JSON, Story, replayed
 
@@ -16,7 +17,7 @@ from tests.harness.stories import JSON, Story, replayed
 def narrate(events: tuple[Event, ...]) -> str:
     output = io.StringIO()
     narrator = Narrator(Console(file=output, width=200, color_system=None),
-                        replay_header="Idempotent-Replayed")
+                        replay_marker=ReplayMarker("Idempotent-Replayed"))
     for event in events:
         narrator.handle(Step("timeout-after-commit", event))
     return output.getvalue()
