@@ -134,3 +134,96 @@ def test_a_store_port_the_start_command_does_not_pass_on_is_refused(tmp_path: Pa
                                + '[store_proxy]\nupstream = "127.0.0.1:{store_port}"\n'))
     assert target.store_proxy is not None and target.store_proxy.picks_port
     assert "store-proxy" in target.capabilities()
+
+
+# ---- the format of issue 13: operations, key rules, keyless counting, handler faults ----------
+
+
+def test_the_complete_example_in_the_docs_is_a_valid_target_file(tmp_path: Path) -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "targets.md").read_text()
+    example = docs.split("```toml\n", 1)[1].split("```", 1)[0]
+    target = load_target(write(tmp_path, example))
+    assert target.key.accepts("order-42:retry_1") and not target.key.accepts("clé")
+    assert [f.name for f in target.hooks.handler_faults] == ["exception-before-work",
+                                                            "exception-after-work"]
+    assert target.shares_state and "instances" in target.capabilities()
+
+
+OPERATIONS = MINIMAL + """
+[[operations]]
+name = "charge"
+path = "/charges"
+body = { amount = "{amount}" }
+key_scope = "payments"
+[[operations]]
+name = "payout"
+path = "/payouts"
+body = { amount = "{amount}" }
+key_scope = "payments"
+[[operations]]
+name = "refund"
+path = "/refunds"
+body = { amount = "{amount}" }
+key_scope = "refunds"
+"""
+
+
+def test_several_operations_declare_which_share_keys(tmp_path: Path) -> None:
+    target = load_target(write(tmp_path, OPERATIONS))
+    charge, payout, refund = target.keyed_operations
+    assert target.endpoint == charge
+    assert target.sharing_keys_with(charge) == (payout,)
+    assert target.sharing_keys_with(refund) == ()
+
+
+def test_endpoint_and_operations_together_say_what_to_change(tmp_path: Path) -> None:
+    (_field, problem, _fix), = problems(tmp_path, OPERATIONS + "\n[endpoint]\npath = '/x'\n")
+    assert "not both" in problem and "move [endpoint] into the list" in problem
+
+
+def test_an_http_oracle_must_be_asked_per_key(tmp_path: Path) -> None:
+    text = MINIMAL.replace('query = { key = "{key}" }', 'query = { tenant = "{tenant}" }')
+    (field, problem, _fix), = problems(tmp_path, text)
+    assert field == "effects.http" and "must pass the key" in problem
+
+
+def test_keyless_counting_is_declared_not_guessed(tmp_path: Path) -> None:
+    from harness._target import keyless_counting
+
+    assert keyless_counting(load_target(write(tmp_path, MINIMAL)).effects) == "none"
+    total = MINIMAL + '[effects.keyless]\nhow = "total"\nurl = "/effects/total"\ncount = "total"\n'
+    assert keyless_counting(load_target(write(tmp_path, total)).effects) == "total"
+
+
+def test_one_handler_fault_or_a_list_not_both(tmp_path: Path) -> None:
+    text = MINIMAL + """
+[hooks]
+handler_error = { header = "X-F", value = "boom" }
+[[hooks.handler_errors]]
+name = "after"
+header = "X-F"
+value = "after"
+"""
+    (_field, problem, _fix), = problems(tmp_path, text)
+    assert "either handler_error" in problem
+
+
+def test_the_single_handler_error_of_older_files_still_works(tmp_path: Path) -> None:
+    text = MINIMAL + '[hooks]\nhandler_error = { header = "X-F", value = "boom" }\n'
+    (fault,) = load_target(write(tmp_path, text)).hooks.handler_faults
+    assert (fault.name, fault.header, fault.value, fault.when) == (
+        "exception", "X-F", "boom", "before-work")
+
+
+def test_a_replay_is_only_the_promised_header_with_the_promised_value() -> None:
+    from harness._target import Promises
+
+    promises = Promises(replay_header="Idempotent-Replayed")
+    assert promises.marks_replay({"idempotent-replayed": "true"})
+    assert not promises.marks_replay({"Idempotent-Replayed": "false"})
+    assert Promises(replay_header="X-Cache", replay_value="HIT").marks_replay({"x-cache": "hit"})
+
+
+def test_a_key_pattern_that_is_not_a_regular_expression_is_refused(tmp_path: Path) -> None:
+    (field, problem, _fix), = problems(tmp_path, MINIMAL + "[key]\npattern = '[a-z'\n")
+    assert field == "key" and "not a regular expression" in problem
