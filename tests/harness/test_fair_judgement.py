@@ -265,3 +265,15 @@ def test_a_count_that_is_not_a_non_negative_integer_is_an_oracle_error(answer: o
 
 def test_a_count_as_a_digit_string_is_read() -> None:
     assert _checked_count("3") == 3
+
+
+def test_a_count_below_the_resources_answered_makes_p1_unknown() -> None:
+    """A service with no idempotency answered two charges; an oracle that says 1 cannot be
+    believed, so P1 must not pass."""
+    story = Story()
+    story.attempt("k1", 201, resource="ch_1")
+    story.attempt("k1", 201, attempt=2, resource="ch_2")
+    story.effects("k1", 1)
+    result = story.check("P1")
+    assert result.results["P1"].verdict == "unknown"
+    assert "the count cannot be trusted" in (result.results["P1"].reason or "")
