@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from harness._checker import CheckResult
 from harness._findings import Finding, Note, Verdict, merge_verdicts
@@ -17,11 +17,14 @@ from harness._history import Event
 from harness._target import Target
 
 __all__ = [
+    "EXIT_CODES",
+    "SIGNAL_EXIT",
     "Handler",
     "RunEvent",
     "RunFinished",
     "RunResult",
     "RunStarted",
+    "RunVerdict",
     "ScenarioFinished",
     "ScenarioOutcome",
     "ScenarioStarted",
@@ -50,6 +53,16 @@ class ScenarioOutcome:
         return self.check.notes if self.check else []
 
 
+#: A run's verdict: ``pass`` (every scenario that could run held), ``fail`` (a finding),
+#: ``inconclusive`` (no finding, but something could not be judged: the reasons are printed),
+#: ``incomplete`` (the run stopped before its last scenario: never a pass).
+RunVerdict = Literal["pass", "fail", "inconclusive", "incomplete"]
+#: Exit codes by verdict; 2 is a usage or setup error, decided before a run starts.  An
+#: interrupted run exits as the shell reports a signal: 128 + its number.
+EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "inconclusive": 3}
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
 @dataclass(frozen=True)
 class RunResult:
     target: Target
@@ -61,12 +74,27 @@ class RunResult:
     seconds: float = 0.0
     complete: bool = True
     extra: dict[str, object] = field(default_factory=dict)
+    #: Every scenario the run meant to play, so an incomplete run can list what it left out.
+    planned: tuple[str, ...] = ()
+    #: The signal that stopped the run early (``SIGINT``, ``SIGTERM``), if one did.
+    stopped_by: str | None = None
 
     @property
-    def verdict(self) -> Verdict:
-        """``pass`` only when every scenario that could run held; n/a never fails a run."""
+    def verdict(self) -> RunVerdict:
+        """Never ``pass`` unless complete; an unknown scenario makes it ``inconclusive``, never
+        ``fail`` (a failure is a finding); n/a never fails a run."""
+        if not self.complete:
+            return "incomplete"
         merged = merge_verdicts(o.verdict for o in self.outcomes)
-        return "pass" if merged in ("pass", "n/a") else "fail"
+        if merged == "fail":
+            return "fail"
+        return "inconclusive" if merged == "unknown" else "pass"
+
+    @property
+    def unfinished(self) -> tuple[str, ...]:
+        """The planned scenarios that have no outcome."""
+        done = {o.name for o in self.outcomes}
+        return tuple(name for name in self.planned if name not in done)
 
     @property
     def findings(self) -> list[Finding]:
@@ -74,7 +102,9 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict == "pass" else 1
+        if self.verdict == "incomplete":
+            return SIGNAL_EXIT.get(self.stopped_by or "", SIGNAL_EXIT["SIGINT"])
+        return EXIT_CODES[self.verdict]
 
 
 @dataclass(frozen=True)

@@ -296,6 +296,9 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                 if not options.declares(attempt.invoke.method, attempt.invoke.path):
                     continue  # a route the target does not declare keyed proves nothing
                 same = attempt.invoke.fingerprint == original.invoke.fingerprint
+                if not same and not promises.query_in_fingerprint and _only_query_differs(
+                        original, attempt):
+                    continue  # not a different request by the target's promise; P1 judges it
                 ambiguous = mismatch == promises.in_progress_status
                 if same and status == mismatch and not ambiguous:
                     yield Finding(
@@ -315,6 +318,13 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                            else ""),
                         view.evidence([original, attempt]),
                     )
+
+
+def _only_query_differs(original: Attempt, reuse: Attempt) -> bool:
+    first, second = original.invoke, reuse.invoke
+    return (first.method == second.method and first.body == second.body
+            and (first.path or "").partition("?")[0] == (second.path or "").partition("?")[0]
+            and first.path != second.path)
 
 
 def _answer_to_reuse(original: Attempt, reuse: Attempt) -> str:

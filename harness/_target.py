@@ -261,6 +261,9 @@ class Promises(_Section):
     replay_header: str | None = None
     replay_value: str = "true"
     validation_errors: Literal["either", "stored", "not-stored"] = "either"
+    #: Does another query string make another request?  The draft's and the seed's
+    #: fingerprint is method, path and body; a service that also hashes the query says so.
+    query_in_fingerprint: bool = False
     cleanup_interval: Duration | None = None
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -14,8 +15,8 @@ import click
 from harness._durations import parse_duration
 from harness._errors import HarnessError
 
-__all__ = ["DURATION", "EXIT_FINDINGS", "EXIT_PASS", "EXIT_USAGE", "F", "default_report_dir",
-           "translate_errors"]
+__all__ = ["DURATION", "EXIT_FINDINGS", "EXIT_PASS", "EXIT_USAGE", "REPORT_DIR", "F",
+           "default_report_dir", "translate_errors"]
 
 EXIT_PASS, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,6 +50,30 @@ class _Duration(click.ParamType):  # type: ignore[type-arg]
 
 
 DURATION = _Duration()
+
+
+class _ReportDir(click.ParamType):  # type: ignore[type-arg]
+    """A directory the command may create and write: refused at once (exit 2) when it, or a
+    directory above it, is an existing file or cannot be written."""
+
+    name = "directory"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Path:
+        path = Path(value)
+        for place in (path, *path.parents):
+            if place.exists() and not place.is_dir():
+                self.fail(f"{place} is a file, not a directory: give a directory to write the "
+                          "report into (it is created when missing)", param, ctx)
+            if place.exists():
+                if not os.access(place, os.W_OK | os.X_OK):
+                    self.fail(f"{place} cannot be written by this user: give a directory you "
+                              "may write", param, ctx)
+                break
+        return path
+
+
+REPORT_DIR = _ReportDir()
 
 
 def default_report_dir() -> Path:

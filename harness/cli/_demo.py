@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from harness.cli._common import EXIT_FINDINGS, EXIT_PASS, translate_errors
+from harness.cli._common import EXIT_FINDINGS, EXIT_PASS, REPORT_DIR, translate_errors
 
 __all__ = ["demo"]
 
@@ -17,7 +17,7 @@ __all__ = ["demo"]
 @click.command()
 @click.argument("flaw", required=False)
 @click.option("--list", "list_modes", is_flag=True, help="list the failure modes, one a line")
-@click.option("--report-dir", type=click.Path(path_type=Path), default=None,
+@click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write the report (default reports/demo-FLAW-*)")
 @click.option("--seed", type=int, default=None, help="seed for the harness's own choices")
 @translate_errors

@@ -12,7 +12,7 @@ import click
 from harness._paths import state_dir
 from harness._profiles import get_profile
 from harness._target import Target
-from harness.cli._common import DURATION, default_report_dir, translate_errors
+from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
 from harness.explore import (
     DEFAULT_SHRINK_SECONDS,
@@ -44,7 +44,7 @@ def _database(target: Target) -> Path:
                    f"{get_profile('ci').explore_max_examples} (ci)]")
 @click.option("--seed", type=int, default=None,
               help="draw the same stories again (no example database is used then)")
-@click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+@click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write story.json, results.json, junit.xml, history.jsonl "
                    "(default reports/run-*)")
 @click.option("--shrink-time", type=DURATION, default=f"{DEFAULT_SHRINK_SECONDS:g}s",
@@ -82,7 +82,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
 @click.command("replay")
 @click.argument("story_file", type=click.Path(path_type=Path, dir_okay=False))
 @target_options
-@click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+@click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write the replayed story.json and the reports (default "
                    "reports/run-*)")
 @click.option("--retry-horizon", type=DURATION, default="24h", show_default=True)

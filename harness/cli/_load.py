@@ -16,7 +16,7 @@ from rich.console import Console
 
 from harness._postgres import start_postgres
 from harness._reference import reference_target
-from harness.cli._common import DURATION, default_report_dir, translate_errors
+from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
 from harness.load import CHAOS_PROFILES, LoadConfig, load_summary, run_load, write_load_report
 
@@ -42,7 +42,7 @@ LOAD_DATABASE = "idem_load"
               help="Locust worker processes under a master (0: one local process)")
 @click.option("--request-timeout", type=DURATION, default="2s", show_default=True,
               help="how long a client waits for one attempt before it retries")
-@click.option("--report-dir", type=click.Path(path_type=Path), default=None,
+@click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write load.json, results.json, junit.xml, history.jsonl and "
                    "Locust's CSV and HTML (default reports/run-*)")
 @click.option("--seed", type=int, default=None,

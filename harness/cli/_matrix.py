@@ -15,7 +15,7 @@ from harness._outcomes import Handler
 from harness._postgres import start_postgres
 from harness._reference import reference_target
 from harness._target import load_target
-from harness.cli._common import default_report_dir, translate_errors
+from harness.cli._common import REPORT_DIR, default_report_dir, translate_errors
 from harness.reports import ReportDirectory, render_directory_html, write_atomic
 
 __all__ = ["matrix"]
@@ -34,7 +34,7 @@ __all__ = ["matrix"]
                    "cluster)")
 @click.option("--scenario", "scenario_names", multiple=True, metavar="NAME",
               help="only these scenarios (repeatable); default: the whole catalog")
-@click.option("--report-dir", type=click.Path(path_type=Path), default=None)
+@click.option("--report-dir", type=REPORT_DIR, default=None)
 @click.option("--seed", type=int, default=None)
 @click.option("--jobs", type=click.IntRange(1, 8), default=2, show_default=True,
               help="rows run at the same time")

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
+from harness._checker import CheckResult
 from harness._errors import UsageError
-from harness._findings import merge_verdicts
+from harness._findings import Finding, merge_verdicts
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
 from harness._postgres import start_postgres
 from harness._reference import reference_target
 from harness._runner import RunConfig, judge, run_scenarios
 from harness._target import Target, load_target
-from harness.cli._common import DURATION, F, default_report_dir, translate_errors
+from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, translate_errors
 from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
 
 __all__ = ["check", "run", "target_options"]
@@ -55,7 +57,7 @@ def target_options(command: F) -> F:
 @target_options
 @click.option("--scenario", "scenario_names", multiple=True, metavar="NAME",
               help="run only this scenario (repeatable); default: the whole catalog")
-@click.option("--report-dir", type=click.Path(path_type=Path), default=None,
+@click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write results.json, junit.xml, history.jsonl (default reports/run-*)")
 @click.option("--seed", type=int, default=None, help="seed for the harness's own choices")
 @click.option("--retry-horizon", type=DURATION, default="24h", show_default=True,
@@ -89,11 +91,19 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
 
 @click.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--write-to", type=REPORT_DIR, default=None,
+              help="also write the judged report (results.json, junit.xml, index.html, "
+                   "history.jsonl) to this directory; RUN_DIR itself is never changed")
 @translate_errors
-def check(run_dir: Path) -> None:
-    """Judge a saved run again from its history, without touching the target."""
+def check(run_dir: Path, write_to: Path | None) -> None:
+    """Judge a saved run again from its history, without touching the target or the run."""
+    if write_to is not None and write_to.resolve() == run_dir.resolve():
+        raise UsageError("--write-to must name another directory: check never rewrites the "
+                         "run it judges")
     saved, target, histories = load_run(run_dir)
-    base_url = target.url or "http://127.0.0.1"
+    reproduce = {(f["property"], f.get("key")): f.get("reproduce")
+                 for scenario in saved["scenarios"] for f in scenario.get("findings", [])}
+    base_url = str(saved.get("base_url") or target.url or "http://127.0.0.1")
     outcomes = []
     for scenario in saved["scenarios"]:
         events = histories.get(scenario["name"], [])
@@ -103,8 +113,9 @@ def check(run_dir: Path) -> None:
                                             reason=scenario.get("reason")))
             continue
         as_before = list(scenario.get("property_verdicts") or {}) or None  # what it judged
-        result = judge(events, target, saved["retry_horizon"], base_url=base_url,
-                       properties=as_before)
+        result = _with_saved_reproductions(
+            judge(events, target, saved["retry_horizon"], base_url=base_url,
+                  properties=as_before), reproduce)
         verdict = result.verdict
         if scenario.get("reason"):  # the scenario did not finish when it ran
             verdict = merge_verdicts([verdict, "unknown"])
@@ -112,8 +123,25 @@ def check(run_dir: Path) -> None:
                                         tuple(scenario["properties"]), result,
                                         scenario.get("reason"), tuple(events),
                                         scenario.get("seconds", 0.0)))
-    judged = RunResult(target, tuple(outcomes), saved["seed"], saved["started_at"], run_dir,
-                       saved["retry_horizon"], saved.get("seconds", 0.0), saved["complete"])
-    write_report(judged, run_dir)
+    judged = RunResult(target, tuple(outcomes), saved["seed"], saved["started_at"],
+                       write_to or run_dir, saved["retry_horizon"], saved.get("seconds", 0.0),
+                       saved["complete"], planned=tuple(saved.get("planned") or ()),
+                       stopped_by=saved.get("stopped_by"))
+    if write_to is not None:
+        write_to.mkdir(parents=True, exist_ok=True)
+        write_report(judged, write_to)
     ConsoleReport(quiet=True).handle(RunFinished(judged))
     sys.exit(judged.exit_code)
+
+
+def _with_saved_reproductions(result: CheckResult,
+                              saved: dict[tuple[str, str | None], str | None]) -> CheckResult:
+    """Keep the reproduction the run wrote for a finding it had: it names the port the target
+    really listened on, which a re-judgement cannot know."""
+    def kept(finding: Finding) -> Finding:
+        line = saved.get((finding.property, finding.key))
+        return replace(finding, reproduce=line) if line else finding
+
+    results = {pid: replace(r, findings=tuple(kept(f) for f in r.findings))
+               for pid, r in result.results.items()}
+    return CheckResult(results, [kept(f) for f in result.findings], result.notes)

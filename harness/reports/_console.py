@@ -25,11 +25,21 @@ from harness.reports._results import requests_sent
 
 __all__ = ["ConsoleReport", "summary_table"]
 
-VERDICT_STYLE = {"pass": "green", "fail": "bold red", "unknown": "yellow", "n/a": "dim"}
+VERDICT_STYLE = {"pass": "green", "fail": "bold red", "unknown": "yellow", "n/a": "dim",
+                 "inconclusive": "bold yellow", "incomplete": "bold yellow"}
 
 
 def _verdict(verdict: str) -> Text:
     return Text(verdict, style=VERDICT_STYLE.get(verdict, ""))
+
+
+def unknown_reason(outcome: ScenarioOutcome) -> str:
+    """Why a scenario has no verdict: its own reason, then each undecided property's."""
+    reasons = [outcome.reason] if outcome.reason else []
+    if outcome.check is not None:
+        reasons += [f"{pid}: {r.reason}" for pid, r in outcome.check.results.items()
+                    if r.verdict == "unknown" and r.reason]
+    return "; ".join(reasons) or "no reason was recorded"
 
 
 def summary_table(result: RunResult) -> Table:
@@ -150,6 +160,13 @@ class ConsoleReport:
             if finding.reproduce:
                 self.console.print(f"  reproduce: {finding.reproduce}", style="dim",
                                    soft_wrap=True, highlight=False)
+        for outcome in result.outcomes:
+            if outcome.verdict == "unknown":
+                self.console.print(Text(f"unknown {outcome.name}", style="yellow"),
+                                   Text(f": {unknown_reason(outcome)}"), soft_wrap=True)
+        if result.unfinished:
+            self.console.print(Text("not run", style="yellow"),
+                               Text(f": {', '.join(result.unfinished)}"), soft_wrap=True)
         verdict = result.verdict
         self.console.print(
             Text(f"\n{verdict.upper()}", style=VERDICT_STYLE[verdict]),

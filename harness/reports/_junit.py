@@ -11,12 +11,13 @@ __all__ = ["render_junit"]
 
 def render_junit(result: RunResult) -> str:
     outcomes = list(result.outcomes)
+    unfinished = result.unfinished
     suite = ET.Element(
         "testsuite",
         name=f"idem-harness: {result.target.name}",
-        tests=str(len(outcomes)),
+        tests=str(len(outcomes) + len(unfinished)),
         failures=str(sum(1 for o in outcomes if o.verdict == "fail")),
-        errors=str(sum(1 for o in outcomes if o.verdict == "unknown")),
+        errors=str(sum(1 for o in outcomes if o.verdict == "unknown") + len(unfinished)),
         skipped=str(sum(1 for o in outcomes if o.verdict == "n/a")),
         time=f"{result.seconds:.3f}",
     )
@@ -43,6 +44,11 @@ def render_junit(result: RunResult) -> str:
             )
         elif outcome.verdict == "n/a":
             ET.SubElement(case, "skipped", message=outcome.reason or "not applicable")
+    for name in unfinished:  # an interrupted run: what it never played is not a pass
+        case = ET.SubElement(suite, "testcase", classname=f"idem-harness.{result.target.name}",
+                             name=name, time="0.000")
+        ET.SubElement(case, "error", message="not run: the run stopped early"
+                      + (f" ({result.stopped_by})" if result.stopped_by else ""))
     suites = ET.Element("testsuites")
     suites.append(suite)
     ET.indent(suites)

@@ -54,6 +54,7 @@ def _scenario_json(outcome: ScenarioOutcome) -> dict[str, Any]:
         "reason": outcome.reason,
         "seconds": round(outcome.seconds, 3),
         "requests": requests_sent(outcome),
+        "events": len(outcome.events),
         "property_verdicts": (
             {pid: r.verdict for pid, r in check.results.items()} if check else {}
         ),
@@ -82,6 +83,9 @@ def render_results(result: RunResult) -> str:
         "seconds": round(result.seconds, 3),
         "retry_horizon": result.retry_horizon,
         "complete": result.complete,
+        "planned": list(result.planned),
+        "unfinished": list(result.unfinished),
+        "stopped_by": result.stopped_by,
         "verdict": result.verdict,
         "counts": {
             "scenarios": len(outcomes),
@@ -119,4 +123,21 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], Target, dict[str, list[Even
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{run_dir} holds a damaged report ({exc}); run the harness again "
                          "to produce a fresh one") from exc
+    _check_complete(run_dir, results, histories)
     return results, target, dict(histories)
+
+
+def _check_complete(run_dir: Path, results: dict[str, Any],
+                    histories: dict[str, list[Event]]) -> None:
+    """A history with fewer events than the run recorded was cut short: judging what is left
+    would turn missing evidence into a pass."""
+    for scenario in results.get("scenarios", []):
+        recorded = scenario.get("events")
+        if recorded is None and scenario.get("requests"):
+            recorded = scenario["requests"]  # older reports: at least one event per request
+        found = len(histories.get(scenario["name"], []))
+        if recorded and found < recorded:
+            raise UsageError(
+                f"{run_dir / 'history.jsonl'} is truncated: scenario {scenario['name']} has "
+                f"{found} of its {recorded} events; the run cannot be judged again from it "
+                "(restore the file, or run the harness again)")

@@ -98,6 +98,7 @@ class RunView:
     findings: tuple[FindingView, ...]
     notes: tuple[tuple[str, Note], ...]
     prefix: str
+    unfinished: tuple[str, ...] = ()
 
     @property
     def safety(self) -> int:
@@ -115,12 +116,21 @@ class RunView:
 
     @property
     def headline(self) -> str:
+        found = len(self.findings)
+        findings = (f"{found} finding{'s' if found != 1 else ''}: {self.safety} safety, "
+                    f"{self.conformance} conformance")
         if self.verdict == "pass":
             held = self.counts.get("pass", 0)
             return f"every property held in {held} scenario{'s' if held != 1 else ''}"
-        found = len(self.findings)
-        return (f"{found} finding{'s' if found != 1 else ''}: {self.safety} safety, "
-                f"{self.conformance} conformance")
+        if self.verdict == "incomplete":
+            left = len(self.unfinished)
+            return (f"the run stopped early: {left} scenario{'s' if left != 1 else ''} never "
+                    f"ran ({', '.join(self.unfinished) or 'none'}); {findings} so far")
+        if self.verdict == "inconclusive":
+            unknown = self.counts.get("unknown", 0)
+            return (f"no finding, but {unknown} scenario{'s' if unknown != 1 else ''} could not "
+                    "be judged: see each reason below")
+        return findings
 
 
 def run_view(result: RunResult, *, prefix: str = "") -> RunView:
@@ -160,6 +170,7 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
         findings=tuple(findings),
         notes=tuple((o.name, n) for o in result.outcomes for n in o.notes),
         prefix=prefix,
+        unfinished=result.unfinished,
     )
 
 

@@ -40,13 +40,23 @@ def test_a_reuse_on_a_declared_operation_is_still_judged() -> None:
     assert "another operation (POST /payouts" in message and "a new execution" in message
 
 
-def test_a_changed_query_string_is_another_request() -> None:
+def _query_reuse() -> Story:
     story = Story()
     story.attempt("k1", 201, resource="ch_1", digest="d1")
     story.attempt("k1", 201, attempt=2, fingerprint="fp-query", path="/charges?capture=false",
                   resource="ch_1", digest="d1")
-    [message] = findings(story, "P4", operations=CHARGES)
+    return story
+
+
+def test_a_changed_query_string_is_another_request_when_the_target_says_so() -> None:
+    promises = REFERENCE_PROMISES.model_copy(update={"query_in_fingerprint": True})
+    [message] = findings(_query_reuse(), "P4", operations=CHARGES, promises=promises)
     assert "another query string (capture=false" in message
+
+
+def test_a_changed_query_string_replayed_is_no_p4_finding_by_default() -> None:
+    """The seed's fingerprint is method, path and body: a replay is what it promises."""
+    assert findings(_query_reuse(), "P4", operations=CHARGES) == []
 
 
 def test_a_reuse_before_anything_was_stored_is_not_judged() -> None:

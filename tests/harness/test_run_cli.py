@@ -137,12 +137,14 @@ def test_check_judges_a_saved_run_again(env: dict[str, str], tmp_path: Path) -> 
     before = results(tmp_path)["scenarios"][0]["findings"]
     (tmp_path / "results.json").write_text(
         (tmp_path / "results.json").read_text().replace('"fail"', '"pass"'))
-    again = harness(env, "check", str(tmp_path))
+    again = harness(env, "check", str(tmp_path), "--write-to", str(tmp_path / "again"))
     assert again.returncode == 1
-    after = results(tmp_path)
+    after = results(tmp_path / "again")
     assert after["verdict"] == "fail"
     assert [f["message"] for f in after["scenarios"][0]["findings"]] == [
         f["message"] for f in before]
+    assert [f["reproduce"] for f in after["scenarios"][0]["findings"]] == [
+        f["reproduce"] for f in before], "the reproduction keeps the port the run used"
 
 
 def test_a_run_killed_half_way_leaves_what_it_finished(env: dict[str, str],
