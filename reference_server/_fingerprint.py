@@ -38,6 +38,8 @@ def canonical_json(body: bytes) -> bytes:
         raise InvalidJson(f"the body is not JSON: {exc}") from None
     except RecursionError:
         raise InvalidJson("the body is nested too deeply") from None
+    except ValueError:  # Python's limit on integer digits; the number is not echoed back
+        raise InvalidJson("the body holds a number with too many digits") from None
     try:
         return rfc8785.dumps(document)
     except rfc8785.CanonicalizationError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 
@@ -9,15 +10,41 @@ import uvicorn
 
 from reference_server._settings import ServerSettings
 from reference_server.app import create_app
+from reference_server.stores import StoreUnavailable, store_from_url, store_kind
 
 __all__ = ["STARTUP_FAILED", "run_server"]
 
 STARTUP_FAILED = 3  # uvicorn's own exit code for a lifespan that failed
 
 
+def _unreachable(store_url: str) -> str | None:
+    """Why the store cannot be opened (the driver's own reason), or None.  Tried before uvicorn
+    starts, because a store that fails inside the lifespan is reported as a traceback."""
+    if store_kind(store_url) != "postgresql":
+        return None  # a SQLite path was checked with the URL; opening creates the file
+    store = store_from_url(store_url)
+
+    async def probe() -> None:
+        try:
+            await store.open()
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(probe())
+    except StoreUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def run_server(settings: ServerSettings) -> None:
     """Serve until SIGINT or SIGTERM; exit with ``STARTUP_FAILED`` if the store cannot open."""
     app = create_app(settings)
+    problem = _unreachable(settings.store_url)
+    if problem is not None:
+        print(f"error: the store cannot be opened: {problem}\n(check --store, and that the "
+              "database server is running and accepts this user)", file=sys.stderr)
+        raise SystemExit(STARTUP_FAILED)
     logging.basicConfig(
         level=settings.log_level.upper(),
         stream=sys.stderr,

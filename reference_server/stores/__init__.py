@@ -53,6 +53,12 @@ def sqlite_path(url: str) -> Path:
             "sqlite:///var/lib/idem/keys.sqlite3 (three slashes, then the path)"
         )
     path = Path("/" + parts.path.lstrip("/"))
+    if path.parent == Path("/"):
+        raise StoreUrlError(
+            f"{url!r} names {path}, a file in the filesystem root, which is almost never meant "
+            f"(three slashes, then an absolute path); for a file here write "
+            f"sqlite://{Path.cwd() / path.name}"
+        )
     if path.is_dir():
         raise StoreUrlError(f"{url!r}: {path} is a directory; name a file in it")
     if not path.parent.is_dir():

@@ -300,6 +300,7 @@ BAD_BODIES = {
     "NaN": b'{"amount": NaN, "currency": "EUR"}',
     "nested too deeply": b"[" * 100_000 + b"]" * 100_000,
     "integer beyond I-JSON": b'{"amount": 123456789012345678901234567890, "currency": "EUR"}',
+    "integer beyond Python's digit limit": b'{"amount": ' + b"7" * 5000 + b', "currency": "EUR"}',
     "empty": b"",
 }
 
@@ -310,6 +311,7 @@ def test_a_body_that_is_not_json_is_400_and_never_stored(server: Server, content
     response = server.post(key, content=content)
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_json"
+    assert b"7777777777" not in response.content, "a bad body is not echoed back"
     assert server.effects(key) == []
     assert server.post(key).status_code == 201  # the key was not used up
 
