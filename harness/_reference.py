@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 from harness._errors import UsageError
 from harness._target import StoreProxy, Target, load_target
 
-__all__ = ["reference_target"]
+__all__ = ["reference_name", "reference_target"]
 
 
 def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
@@ -36,4 +36,12 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
     if servers > 1 and not store:
         raise UsageError("several reference server processes need a shared --store "
                          "(postgresql://... or sqlite:///PATH)")
+    target = target.model_copy(update={"name": reference_name(store=store, flaw=flaw)})
     return target.with_start_args(args) if args else target
+
+
+def reference_name(*, store: str | None, flaw: str | None) -> str:
+    """What every report calls the server: which flaw it was started with, on which store, so
+    a page or a JUnit file says what was tested without the command line beside it."""
+    kind = "PostgreSQL" if store and store.startswith("postgres") else "SQLite"
+    return f"reference-server ({f'flaw {flaw}' if flaw else 'correct'}, {kind})"

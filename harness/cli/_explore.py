@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def _database(target: Target) -> Path:
     """Hypothesis's example database for this target (name and how it is started)."""
     identity = json.dumps(target.model_dump(mode="json", exclude={"source"}), sort_keys=True)
     digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
-    return state_dir() / "explore" / f"{target.name}-{digest}"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", target.name).strip("-")
+    return state_dir() / "explore" / f"{slug}-{digest}"
 
 
 @click.command("explore")

@@ -142,3 +142,12 @@ def test_check_on_an_interrupted_run_says_incomplete(env: dict[str, str], flawed
     done = harness(env, "check", str(copy))
     assert done.returncode == 130, done.stderr
     assert "INCOMPLETE" in done.stderr and "late-retry" in done.stderr
+
+
+def test_the_reference_server_is_named_with_its_flaw_and_store() -> None:
+    from harness._reference import reference_target
+
+    assert reference_target(store=None, flaw="split-commit").name == (
+        "reference-server (flaw split-commit, SQLite)")
+    assert reference_target(store="postgresql://u@127.0.0.1:5/db", flaw=None).name == (
+        "reference-server (correct, PostgreSQL)")
