@@ -29,9 +29,21 @@ def parse_duration(value: str | float | int) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """A short spelling: 86400 -> '24h', 259200 -> '3d', 90 -> '1.5m', 0.25 -> '250ms'."""
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)):
-        if seconds >= size and not (unit == "d" and seconds < 2 * size):
-            amount = seconds / size
-            return f"{amount:.0f}{unit}" if amount == int(amount) else f"{amount:.4g}{unit}"
-    return f"{seconds * 1000:.4g}ms"
+    """How a person says it: 0.25 -> '250ms', 4.2 -> '4.2s', 75 -> '1m 15s', 86400 -> '24h',
+    90060 -> '25h 1m', 259200 -> '3d'.  At most two units; whole seconds past a minute."""
+    if seconds < 1:
+        return f"{seconds * 1000:.3g}ms"
+    if seconds < 60:
+        return f"{seconds:.3g}s"
+    units = [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)]
+    if seconds < 2 * 86400:
+        units = units[1:]  # "36h" reads better than "1d 12h"
+    rest = round(seconds)
+    parts = []
+    for unit, size in units:
+        amount, rest = divmod(rest, size)
+        if amount and len(parts) < 2:
+            parts.append(f"{amount}{unit}")
+        elif parts:
+            break
+    return " ".join(parts)

@@ -7,6 +7,7 @@ reading them is writing their first target file.  The format is documented in do
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from collections.abc import Mapping
@@ -544,12 +545,22 @@ def render_template(value: Any, values: Mapping[str, Any]) -> Any:
     return value
 
 
+def _known_field_names() -> list[str]:
+    """Every field name a target file may use, at any depth: what a misspelling is close to."""
+    sections = [Target, *_Section.__subclasses__()]
+    return sorted({name for model in sections for name in model.model_fields} - {"source"})
+
+
 def _fix_for(error: Mapping[str, Any], field: str) -> str:
     kind = error["type"]
     if kind == "missing":
         return f"add `{field.rsplit('.', 1)[-1]} = ...` (see docs/targets.md for its meaning)"
     if kind == "extra_forbidden":
-        return f"remove `{field}` or correct its spelling; docs/targets.md lists every field"
+        name = field.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(name, _known_field_names(), n=1, cutoff=0.7)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        return (f"{hint}remove `{field}` or correct its spelling; docs/targets.md lists every "
+                "field")
     if kind in ("literal_error", "union_tag_invalid"):
         return f"use one of the allowed values: {error['msg'].split(':', 1)[-1].strip()}"
     if kind == "union_tag_not_found":

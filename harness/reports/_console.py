@@ -152,10 +152,11 @@ class ConsoleReport:
     def _summary(self, result: RunResult) -> None:
         self.console.print()
         self.console.print(summary_table(result))
-        for finding in result.findings:
+        for outcome, finding in ((o, f) for o in result.outcomes for f in o.findings):
             style = "bold red" if finding.klass == "safety" else "yellow"
             self.console.print(Text(f"{finding.property} {finding.klass}", style=style),
-                               Text(f" {finding.key or ''}"))
+                               Text(f" in {outcome.name}"),
+                               Text(f" {finding.key or ''}", style="dim"))
             self.console.print(f"  {finding.message}", soft_wrap=True, highlight=False)
             if finding.reproduce:
                 self.console.print(f"  reproduce: {finding.reproduce}", style="dim",

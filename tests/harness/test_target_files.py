@@ -227,3 +227,8 @@ def test_a_replay_is_only_the_promised_header_with_the_promised_value() -> None:
 def test_a_key_pattern_that_is_not_a_regular_expression_is_refused(tmp_path: Path) -> None:
     (field, problem, _fix), = problems(tmp_path, MINIMAL + "[key]\npattern = '[a-z'\n")
     assert field == "key" and "not a regular expression" in problem
+
+
+def test_a_misspelt_field_gets_a_did_you_mean(tmp_path: Path) -> None:
+    (field, _problem, fix), = problems(tmp_path, MINIMAL + "[promises]\nretenion = '24h'\n")
+    assert field == "promises.retenion" and "did you mean `retention`?" in fix

@@ -170,3 +170,13 @@ def test_group_commit_isolates_a_failing_operation_and_fails_all_on_a_database_e
 
     assert all(isinstance(r, StoreUnavailable) for r in asyncio.run(poisoned_turn()))
     assert sorted(row[0] for row in db.execute("SELECT x FROM t")) == [1, 3]
+
+
+@pytest.mark.parametrize(("seconds", "spelled"), [
+    (0.25, "250ms"), (4.2, "4.2s"), (30, "30s"), (74.88, "1m 15s"), (75, "1m 15s"),
+    (300, "5m"), (86400, "24h"), (86460, "24h 1m"), (259200, "3d"), (3 * 86400 + 7200, "3d 2h"),
+])
+def test_durations_read_the_way_people_say_them(seconds: float, spelled: str) -> None:
+    from harness._durations import format_duration
+
+    assert format_duration(seconds) == spelled
