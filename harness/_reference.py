@@ -18,6 +18,7 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
     A PostgreSQL store is reached through a Toxiproxy proxy of the harness's ([store_proxy]),
     so store scenarios can fault the connection between the server and its database.
     """
+    _check_flags(store=store, flaw=flaw)
     target = load_target("reference")
     args: list[str] = []
     if store and store.startswith(("postgresql://", "postgres://")):
@@ -38,6 +39,22 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
                          "(postgresql://... or sqlite:///PATH)")
     target = target.model_copy(update={"name": reference_name(store=store, flaw=flaw)})
     return target.with_start_args(args) if args else target
+
+
+def _check_flags(*, store: str | None, flaw: str | None) -> None:
+    """Refuse a bad --flaw or --store before Toxiproxy or the server starts."""
+    from reference_server.flaws import UnknownFlaw, get_flaw
+    from reference_server.stores import StoreUrlError, check_store_url
+
+    try:
+        if flaw is not None:
+            get_flaw(flaw)
+        if store is not None:
+            check_store_url(store)
+    except UnknownFlaw as exc:
+        raise UsageError(f"--flaw: {exc.args[0]}") from None
+    except StoreUrlError as exc:
+        raise UsageError(f"--store: {exc}") from None
 
 
 def reference_name(*, store: str | None, flaw: str | None) -> str:

@@ -151,3 +151,20 @@ def test_the_reference_server_is_named_with_its_flaw_and_store() -> None:
         "reference-server (flaw split-commit, SQLite)")
     assert reference_target(store="postgresql://u@127.0.0.1:5/db", flaw=None).name == (
         "reference-server (correct, PostgreSQL)")
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    (["--flaw", "nope"], "--flaw: unknown flaw 'nope'; choose one of: server-generated-key"),
+    (["--store", "mysql://x"], "--store:"),
+])
+def test_a_bad_flaw_or_store_is_refused_before_anything_starts(tmp_path: Path, flag: list[str],
+                                                               message: str) -> None:
+    import os
+
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--reference", *flag, "--report-dir",
+         str(tmp_path / "r")], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "TOXIPROXY_URL": "http://127.0.0.1:9"},  # never reached
+    )
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()
