@@ -39,7 +39,7 @@ def format_duration(seconds: float) -> str:
     if seconds < 2 * 86400:
         units = units[1:]  # "36h" reads better than "1d 12h"
     rest = round(seconds)
-    parts = []
+    parts: list[str] = []
     for unit, size in units:
         amount, rest = divmod(rest, size)
         if amount and len(parts) < 2:

@@ -547,7 +547,7 @@ def render_template(value: Any, values: Mapping[str, Any]) -> Any:
 
 def _known_field_names() -> list[str]:
     """Every field name a target file may use, at any depth: what a misspelling is close to."""
-    sections = [Target, *_Section.__subclasses__()]
+    sections: list[type[BaseModel]] = [Target, *_Section.__subclasses__()]
     return sorted({name for model in sections for name in model.model_fields} - {"source"})
 
 
