@@ -23,6 +23,7 @@ __all__ = [
     "Crash",
     "FaultOff",
     "FaultOn",
+    "HostileBody",
     "Keyless",
     "NewRequest",
     "Retry",
@@ -30,6 +31,7 @@ __all__ = [
     "Slow",
     "Spelling",
     "StepKind",
+    "Wait",
     "kind_of",
     "short_json",
 ]
@@ -37,9 +39,12 @@ __all__ = [
 #: How a retry writes the same JSON: as sent, keys reversed, reversed and re-indented, or with
 #: every non-ASCII character escaped.  All four are the same request (P4).
 Spelling = Literal["as-sent", "keys-reversed", "reindented", "escaped"]
-Change = Literal["body", "path", "method"]
+#: What a reuse changes: the body, or the operation (another declared one sharing the key
+#: space).  "path" and "method" are only read from stories saved before issue 13: a made-up
+#: route proves nothing about a service, so they are no longer drawn.
+Change = Literal["body", "operation", "path", "method"]
 StepKind = Literal["request", "retry", "reuse", "burst", "keyless", "fault", "heal", "clock",
-                   "crash"]
+                   "crash", "hostile", "wait"]
 
 _BODY_SHOWN = 72
 
@@ -81,7 +86,9 @@ class Retry(_Action):
 
 
 class Reuse(_Action):
-    """The key of an earlier operation with another body, path or method: it must get 422."""
+    """The key of an earlier operation with another body, or sent to another declared
+    operation in the same key space (``operation`` names it; ``method``, ``path`` and ``body``
+    are what goes): it must get 422."""
 
     op: Literal["reuse"] = "reuse"
     id: str
@@ -89,10 +96,13 @@ class Reuse(_Action):
     body: Any = None
     path: str | None = None
     method: str | None = None
+    operation: str | None = None
 
     def text(self) -> str:
         shown = {"body": f"body={short_json(self.body)}", "path": f"path={self.path!r}",
-                 "method": f"method={self.method!r}"}[self.change]
+                 "method": f"method={self.method!r}",
+                 "operation": f"operation={self.operation!r}, body={short_json(self.body)}",
+                 }[self.change]
         return f"state.reuse({self.id}, {shown})"
 
 
@@ -123,6 +133,24 @@ class Keyless(_Action):
         return f"{self.id} = state.keyless(tenant={self.tenant!r}, body={short_json(self.body)})"
 
 
+class HostileBody(_Action):
+    """A request with a fresh key and a body the target must refuse (``why``: what is wrong
+    with it).  Judged by P10 only (``hostile:<why>``), never retried or reused: a service may
+    rightly reject a bad body before it claims the key, so the key's later answers say
+    nothing about replay."""
+
+    op: Literal["bad-body"] = "bad-body"
+    id: str
+    tenant: str
+    key: KeyPlan
+    body: Any
+    why: str
+
+    def text(self) -> str:
+        return (f"state.bad_body({self.key.name}, tenant={self.tenant!r}, "
+                f"body={short_json(self.body)})  # {self.why}")
+
+
 class FaultOn(_Action):
     """A network fault from ``harness.FAULTS`` switched on until a later ``heal``."""
 
@@ -151,6 +179,18 @@ class Clock(_Action):
     def text(self) -> str:
         note = f"  # {self.why}" if self.why else ""
         return f"state.advance_clock({self.seconds:g}){note}"
+
+
+class Wait(_Action):
+    """Real time passes (a target without a clock hook): past a short lease, say."""
+
+    op: Literal["wait"] = "wait"
+    seconds: float = Field(gt=0, le=120)
+    why: str = ""
+
+    def text(self) -> str:
+        note = f"  # {self.why}" if self.why else ""
+        return f"state.wait({self.seconds:g}){note}"
 
 
 class Crash(_Action):
@@ -185,14 +225,15 @@ class Slow(_Action):
 
 
 Action = Annotated[
-    NewRequest | Retry | Reuse | Burst | Keyless | FaultOn | FaultOff | Clock | Crash | Slow,
+    NewRequest | Retry | Reuse | Burst | Keyless | HostileBody | FaultOn | FaultOff | Clock
+    | Wait | Crash | Slow,
     Field(discriminator="op"),
 ]
 
 _KINDS: dict[str, StepKind] = {"request": "request", "slow": "request", "retry": "retry",
                                "reuse": "reuse", "burst": "burst", "keyless": "keyless",
                                "fault": "fault", "heal": "heal", "clock": "clock",
-                               "crash": "crash"}
+                               "crash": "crash", "bad-body": "hostile", "wait": "wait"}
 
 
 def kind_of(action: Action) -> StepKind:

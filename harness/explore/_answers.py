@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from harness._history import Event
+from harness._target import Promises
 
 __all__ = ["answer_text"]
 
@@ -22,8 +23,9 @@ def _error_code(body: str | None) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def answer_text(event: Event, replay_header: str | None) -> str:
-    """``201 ch_1a2b (replay)``, ``409 in_progress`` or ``no answer (timeout)``."""
+def answer_text(event: Event, promises: Promises) -> str:
+    """``201 ch_1a2b (replay)``, ``409 in_progress`` or ``no answer (timeout)``; a replay is
+    only what the promised header marks as one (``Idempotent-Replayed: false`` is not)."""
     if event.status is None:
         return f"no answer ({event.error})"
     words = [str(event.status)]
@@ -32,6 +34,6 @@ def answer_text(event: Event, replay_header: str | None) -> str:
         words.append(code)
     if event.resource:
         words.append(event.resource)
-    if replay_header and event.headers and replay_header.lower() in event.headers:
+    if promises.marks_replay(event.headers):
         words.append("(replay)")
     return " ".join(words)

@@ -3,18 +3,39 @@
 A retry may reorder keys, re-indent or escape characters: still the same request, which a
 target must replay (P4 says a semantically equal body is the same request).  A reuse must be a
 different request in the canonical sense too, or the story would call a retry a reuse.
+
+A body is always an operation's declared template filled with drawn values (``Fill``): a field
+the target file does not declare may be refused by a strict schema before the key is claimed,
+and the checker would then read that refusal as a breach of the protocol.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
 
+from harness._target import Endpoint, render_template
 from harness.explore._actions import Spelling
 
-__all__ = ["another_body", "canonical", "spell"]
+__all__ = ["Fill", "another_body", "canonical", "render", "spell"]
+
+
+@dataclass(frozen=True)
+class Fill:
+    """Drawn values for a body template's placeholders."""
+
+    amount: float
+    nonce: str
+    customer: str
+
+
+def render(endpoint: Endpoint, fill: Fill) -> Any:
+    """``endpoint``'s body template filled with ``fill``."""
+    return render_template(endpoint.body, {"amount": fill.amount, "nonce": fill.nonce,
+                                           "customer": fill.customer})
 
 
 def canonical(body: Any) -> bytes:

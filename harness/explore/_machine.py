@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from harness.explore._actions import Action
-from harness.explore._planner import Planner
+from harness.explore._planner import Planner, can_retry_late, keyless_alone
 from harness.explore._session import Session
-from harness.explore._strategies import Again, Draft, Strategies
+from harness.explore._strategies import Again, BadBody, Draft, Strategies
 
 __all__ = ["WEIGHTS", "machine_for"]
 
@@ -32,7 +32,8 @@ MAX_BURST = 8
 
 #: How often each operation is drawn, relative to the others.
 WEIGHTS = {"request": 4, "send_again": 4, "time_passes": 3, "slow_request": 2,
-           "retry_while_running": 2, "burst": 1, "keyless": 1, "toggle_fault": 1, "crash": 1}
+           "retry_while_running": 2, "burst": 1, "keyless": 1, "toggle_fault": 1, "crash": 1,
+           "bad_body": 1}
 
 #: The capability each operation needs from the target, if any.
 NEEDS = {"time_passes": "clock", "crash": "crash", "slow_request": "slow",
@@ -65,13 +66,18 @@ class _Machine(RuleBasedStateMachine):
     def send_again(self, again: Again) -> None:
         """An earlier operation's key again: a retry (its JSON maybe respelled) or a reuse with
         another body, path or method."""
-        self._do(self.plan.again(again.pick, again.how, again.body))
+        self._do(self.plan.again(again.pick, again.how, again.fill))
 
     def burst(self, tenant: str, copies: int, body: Any) -> None:
         self._do(self.plan.burst(tenant, copies, body))
 
     def keyless(self, tenant: str, body: Any) -> None:
         self._do(self.plan.keyless(tenant, body))
+
+    def bad_body(self, bad: BadBody) -> None:
+        """A request whose body the target must refuse (P10), with a key of its own: never
+        the body of an operation a later step retries or reuses."""
+        self._do(self.plan.bad_body(bad.tenant, bad.body, bad.why))
 
     def toggle_fault(self, fault: str) -> None:
         """Switch ``fault`` on, or heal the one that is on: one fault at a time, so faults
@@ -116,22 +122,31 @@ class _Operation:
 
 
 def _operations(draw: Strategies) -> dict[str, _Operation]:
-    return {
+    target = draw.target
+    # Keyless charges counted as a difference of totals: the request must run alone.
+    keyless_when = (lambda m: m.plan.running() is None) if keyless_alone(target) else None
+    operations = {
         "request": _Operation({"draft": draw.drafts}),
         "send_again": _Operation({"again": draw.agains}, lambda m: bool(m.plan.retryable())),
         "time_passes": _Operation({"jump": st.sampled_from(draw.clock_steps)},
                                   lambda m: m.plan.database_up()),
         "burst": _Operation({"tenant": draw.tenants, "copies": st.integers(2, MAX_BURST),
                              "body": draw.bodies}),
-        "keyless": _Operation({"tenant": draw.tenants, "body": draw.bodies}),
+        "keyless": _Operation({"tenant": draw.tenants, "body": draw.bodies}, keyless_when),
         "toggle_fault": _Operation({"fault": draw.faults}),
         # A crash must reach the target: no network fault may stand in its way.
         "crash": _Operation({"tenant": draw.tenants, "point": st.sampled_from(draw.crash_points),
                              "body": draw.bodies}, lambda m: not m.plan.faults_on),
         "slow_request": _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies}),
-        "retry_while_running": _Operation({"late": st.booleans()},
-                                          lambda m: m.plan.running() is not None),
+        # Late only where the lease can run out: on the clock, or a short wait in real time.
+        "retry_while_running": _Operation(
+            {"late": st.booleans() if can_retry_late(target) else st.just(False)},
+            lambda m: m.plan.running() is not None),
     }
+    if draw.bad_bodies is not None:  # P10 needs the answer: no fault may be on
+        operations["bad_body"] = _Operation({"bad": draw.bad_bodies},
+                                            lambda m: not m.plan.faults_on)
+    return operations
 
 
 def _copies(name: str, operation: _Operation, weight: int) -> dict[str, Any]:

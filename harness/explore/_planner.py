@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness._nemesis import FAULTS
-from harness._target import Target
+from harness._target import Endpoint, Target, keyless_counting
 from harness.explore._actions import (
     Action,
     Burst,
@@ -20,23 +20,53 @@ from harness.explore._actions import (
     Crash,
     FaultOff,
     FaultOn,
+    HostileBody,
     Keyless,
     NewRequest,
     Retry,
     Reuse,
     Slow,
     Spelling,
+    Wait,
 )
-from harness.explore._bodies import another_body
-from harness.explore._keys import KeyPlan, Shape
+from harness.explore._bodies import Fill, another_body, render
+from harness.explore._keys import KeyMaker, KeyPlan, Shape
 from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
 
-__all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner"]
+__all__ = ["MAX_REAL_WAIT", "RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late",
+           "keyless_alone", "other_operations"]
 
 #: How long a slowed request runs: long enough to outlive the few steps that follow it.
 SLOW_MS = 1500
 #: For how many steps the planner takes a slowed request to be still running.
 RUNNING_STEPS = 3
+#: The longest lease a story waits out in real time, for a target without a clock hook.
+MAX_REAL_WAIT = 60.0
+#: A stand-in key prefix: the planner asks the key rules about keys shaped like the real ones.
+_SKETCH_PREFIX = "k0000000000"
+
+
+def can_retry_late(target: Target) -> bool:
+    """Can a story retry once a lease has run out: on the target's clock, or by waiting for a
+    lease of at most ``MAX_REAL_WAIT`` in real time?  (Without a lease, "late" is "at once".)"""
+    lease = target.promises.lease
+    return lease is None or target.hooks.clock is not None or lease <= MAX_REAL_WAIT
+
+
+def other_operations(target: Target) -> tuple[Endpoint, ...]:
+    """The declared operations a key of the primary one may be reused on: those in its key
+    space, the primary itself left out (compared by method and path: the primary is a copy of
+    the first ``[[operations]]`` entry, not the same object)."""
+    primary = target.endpoint
+    return tuple(o for o in target.sharing_keys_with(primary)
+                 if (o.method.upper(), o.path) != (primary.method.upper(), primary.path))
+
+
+def keyless_alone(target: Target) -> bool:
+    """Must a keyless request run with nothing else in flight?  Yes when the oracle can only
+    count every charge: the difference of totals around it is its charges only if it ran
+    alone."""
+    return keyless_counting(target.effects) == "total"
 
 
 @dataclass(frozen=True)
@@ -65,6 +95,7 @@ class Planner:
         self._slowed: list[tuple[str, int]] = []  # (operation, actions drawn before it)
         self._moved = 0.0  # seconds the story moved the target's clock
         self._last_crash = -1  # actions drawn before the last crash
+        self._sketch = KeyMaker(target.key, prefix=_SKETCH_PREFIX)  # keys shaped as the story's
 
     # ---- names -------------------------------------------------------------------------
 
@@ -88,19 +119,30 @@ class Planner:
             other = "b" if owner == "a" else "a"
             if (other, name) not in self._identities:
                 return KeyPlan(name=name), other
-        twin = choice.shape in ("case-twin", "sibling") and earlier is not None
-        if twin and earlier and (choice.shape, earlier[0]) not in self._derived:
-            self._derived.add((choice.shape, earlier[0]))
+        return self._shaped(choice, earlier), tenant
+
+    def _shaped(self, choice: KeyChoice, earlier: tuple[str, str] | None) -> KeyPlan:
+        """A new key of the drawn shape when the target's key rules accept it (a case twin,
+        say, is not a key under a lower-case pattern), else a plain one."""
+        name = self._next_key()
+        if choice.shape in ("case-twin", "sibling") and earlier is not None:
             shape: Shape = "case-twin" if choice.shape == "case-twin" else "sibling"
-            return KeyPlan(name=self._next_key(), shape=shape, of=earlier[0]), tenant
-        if choice.shape == "hostile" and not self.faults_on:  # judged only if answered
-            return KeyPlan(name=self._next_key(), shape="hostile", kind=choice.kind), tenant
+            plan = KeyPlan(name=name, shape=shape, of=earlier[0])
+            if (shape, earlier[0]) not in self._derived and self._sketch.accepted(plan):
+                self._derived.add((shape, earlier[0]))
+                return plan
+        if choice.shape == "hostile" and choice.kind and not self.faults_on:
+            return KeyPlan(name=name, shape="hostile", kind=choice.kind)  # judged if answered
+        if choice.shape == "odd" and choice.kind:
+            return KeyPlan(name=name, shape="odd", kind=choice.kind)
         if choice.shape == "longest":
-            return KeyPlan(name=self._next_key(), shape="longest",
-                           text=choice.text[:1] or "x"), tenant
-        return KeyPlan(name=self._next_key(), shape="plain", text=choice.text), tenant
+            plan = KeyPlan(name=name, shape="longest", text=choice.text[:1] or "x")
+            if self._sketch.accepted(plan):
+                return plan
+        return KeyPlan(name=name, shape="plain", text=choice.text)
 
     def _operation(self, op: str, tenant: str, plan: KeyPlan, body: Any) -> None:
+        self._sketch.make(plan)
         self._identities.add((tenant, plan.name))
         if plan.shape in ("plain", "longest"):
             self._keys.append((plan.name, tenant))
@@ -144,13 +186,14 @@ class Planner:
         self._operation(op, tenant, plan, body)
         return self._drawn(NewRequest(id=op, tenant=tenant, key=plan, body=body))
 
-    def again(self, pick: int, how: Spelling | Change, body: Any) -> list[Action]:
+    def again(self, pick: int, how: Spelling | Change, fill: Fill) -> list[Action]:
         """A retry in one of the spellings, or a reuse with one change."""
         reached = [o for o in self.retryable() if o.reached]
         match how:
-            case "body" | "path" | "method" if reached:
-                return self._drawn(self._reuse(reached[-1 - pick % len(reached)], how, body))
-            case "body" | "path" | "method":
+            case "body" | "operation" | "path" | "method" if reached:
+                return self._drawn(self._reuse(reached[-1 - pick % len(reached)], how, fill,
+                                               pick))
+            case "body" | "operation" | "path" | "method":
                 return self._drawn(Retry(id=self._target_op(pick).id))
             case _:
                 return self._drawn(Retry(id=self._target_op(pick).id, spelling=how))
@@ -161,27 +204,29 @@ class Planner:
         running = self.running()
         assert running is not None  # the rule's precondition
         lease = self.target.promises.lease
-        if (late and lease is not None and self.target.hooks.clock is not None
-                and self.database_up()):
-            self._moved += lease + PAST_THE_LEASE
-            return self._drawn(Clock(seconds=lease + PAST_THE_LEASE,
-                                     why="past the lease of the running request"),
-                               Retry(id=running))
+        why = "past the lease of the running request"
+        if late and lease is not None and self.target.hooks.clock is not None:
+            if self.database_up():
+                self._moved += lease + PAST_THE_LEASE
+                return self._drawn(Clock(seconds=lease + PAST_THE_LEASE, why=why),
+                                   Retry(id=running))
+        elif late and lease is not None and lease <= MAX_REAL_WAIT:
+            return self._drawn(Wait(seconds=lease + PAST_THE_LEASE, why=why), Retry(id=running))
         return self._drawn(Retry(id=running))
 
-    def _reuse(self, original: _Operation, change: Change, body: Any) -> Action:
-        """Reuse a key the target has surely seen: if the first request was lost on its way
-        (a fault was on), the target rightly treats the "reuse" as the first request, and P4
-        cannot tell."""
+    def _reuse(self, original: _Operation, change: Change, fill: Fill, pick: int) -> Action:
+        """Reuse a key the target has surely seen (if the first request was lost on its way,
+        the target rightly treats the "reuse" as the first request, and P4 cannot tell): with
+        another body, or on another declared operation in the same key space.  Never on a
+        route or method the target did not declare: its answer would prove nothing."""
         endpoint = self.target.endpoint
-        if change == "path":
-            return Reuse(id=original.id, change="path",
-                         path=endpoint.path.rstrip("/") + "/reuse")
-        if change == "method":
-            # The draft's key is for the non-idempotent methods: POST and PATCH.
-            other = "PATCH" if endpoint.method.upper() == "POST" else "POST"
-            return Reuse(id=original.id, change="method", method=other)
-        return Reuse(id=original.id, change="body", body=another_body(original.body, body))
+        others = other_operations(self.target)
+        if change != "body" and others:
+            other = others[pick % len(others)]
+            return Reuse(id=original.id, change="operation", operation=other.label,
+                         method=other.method.upper(), path=other.path, body=render(other, fill))
+        return Reuse(id=original.id, change="body",
+                     body=another_body(original.body, render(endpoint, fill)))
 
     def _plain(self, tenant: str, body: Any) -> tuple[str, KeyPlan]:
         op, plan = self._next_op(), KeyPlan(name=self._next_key(), shape="plain")
@@ -194,6 +239,14 @@ class Planner:
 
     def keyless(self, tenant: str, body: Any) -> list[Action]:
         return self._drawn(Keyless(id=self._next_op(), tenant=tenant, body=body))
+
+    def bad_body(self, tenant: str, body: Any, why: str) -> list[Action]:
+        """A body the target must refuse, with a fresh key no later step names (P10 judges it
+        alone; drawn only while no fault is on, since P10 needs the answer)."""
+        plan = KeyPlan(name=self._next_key(), shape="plain")
+        self._sketch.make(plan)
+        return self._drawn(HostileBody(id=self._next_op(), tenant=tenant, key=plan, body=body,
+                                       why=why))
 
     def toggle(self, fault: str) -> list[Action]:
         """Heal the fault that is on, or else switch ``fault`` on."""

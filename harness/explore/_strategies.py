@@ -16,30 +16,35 @@ from hypothesis import strategies as st
 
 from harness._nemesis import FAULTS
 from harness._properties import LEASE_SLACK
-from harness._target import Target, render_template
+from harness._target import Target, placeholders
 from harness.explore._actions import Change, Spelling
-from harness.explore._keys import HostileKind, hostile_kinds
+from harness.explore._bodies import Fill, render
+from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds
 
-__all__ = ["AGAIN", "PAST_THE_LEASE", "Again", "Draft", "KeyChoice", "Strategies"]
+__all__ = ["AGAIN", "ODD_AMOUNTS", "PAST_THE_LEASE", "Again", "BadBody", "Draft", "KeyChoice",
+           "Strategies"]
 
-MAX_SAFE_INTEGER = 2**53 - 1
 #: How far past the promised lease a jump goes: beyond the checker's slack for clock skew.
 PAST_THE_LEASE = LEASE_SLACK + 3.0
-#: Amounts a charge endpoint must accept: the smallest, a 32-bit edge, the largest exact one.
-BOUNDARY_AMOUNTS = (1, 2**31, MAX_SAFE_INTEGER)
-#: Amounts it must refuse: zero, negative, fractional, huge and tiny doubles.
+#: Amounts a charge endpoint must refuse: zero, negative, fractional, huge and tiny doubles.
+#: Drawn only for the hostile-body step (P10), never for an ordinary request: a service may
+#: refuse a bad body before it claims the key, and its answers then say nothing about replay.
 ODD_AMOUNTS = (0, -1, 0.5, 1e308, 5e-324)
+#: Ordinary amounts: ones every charge endpoint accepts (no 32-bit or 2^53 edges, which a
+#: correct service may refuse as too large).
+ORDINARY_AMOUNTS = (1, 99_999)
 
 #: Which earlier operation or key a step refers to, counted back from the most recent: mostly
 #: the last one, since that is where a retry or a reuse usually follows.
 RECENT_FIRST = (0, 0, 0, 1, 2, 3)
 
 #: How an earlier operation is sent again: mostly a plain retry, then the respelled retries,
-#: then the reuses.
+#: then the reuses (another body; another declared operation in the key space, when the target
+#: declares one, else another body).
 AGAIN: tuple[Spelling | Change, ...] = ("as-sent", "as-sent", "keys-reversed", "reindented",
-                                        "escaped", "body", "path", "method")
+                                        "escaped", "body", "body", "operation")
 
-ChoiceShape = Literal["plain", "longest", "case-twin", "sibling", "shared", "hostile"]
+ChoiceShape = Literal["plain", "longest", "case-twin", "sibling", "shared", "hostile", "odd"]
 
 
 @dataclass(frozen=True)
@@ -54,22 +59,32 @@ class Draft:
 @dataclass(frozen=True)
 class Again:
     """An earlier operation sent again (``pick`` counts back from the most recent): ``how``
-    is a retry's spelling or a reuse's change; ``body`` is the reuse's other body."""
+    is a retry's spelling or a reuse's change; ``fill`` makes the reuse's other body."""
 
     pick: int
     how: Spelling | Change
+    fill: Fill
+
+
+@dataclass(frozen=True)
+class BadBody:
+    """A body the target must refuse, and what is wrong with it."""
+
+    tenant: str
     body: Any
+    why: str
 
 
 @dataclass(frozen=True)
 class KeyChoice:
     """A drawn key: its shape, which earlier key it relates to (counted from the most recent),
-    the drawn text (a plain key's tail, a longest key's fill) and how a hostile key is bad."""
+    the drawn text (a plain key's tail, a longest key's fill) and how a hostile or odd key is
+    unusual."""
 
     shape: ChoiceShape
     pick: int
     text: str
-    kind: HostileKind
+    kind: HostileKind | None = None
 
 
 def _clock_steps(target: Target) -> list[tuple[float, str]]:
@@ -100,62 +115,67 @@ class Strategies:
         self.target = target
         tenants = ["a", "b"] if target.tenant is not None else ["a"]
         self.tenants = st.sampled_from(tenants)
-        self.bodies = self._bodies()
+        self.fills = self._fills()
+        self.bodies = self.fills.map(self.body)
         self.ordinary_bodies = self._ordinary_bodies()
-        plain: list[ChoiceShape] = ["plain"] * 5
-        shapes = [*plain, "longest", "case-twin", "sibling", "hostile"]
-        if target.tenant is not None:
-            shapes += ["shared", "shared"]  # the other tenant, the same key
-        self.drafts = st.builds(Draft, self.tenants, self._keys(shapes), self.bodies)
+        self.bad_bodies = self._bad_bodies()
+        self.drafts = st.builds(Draft, self.tenants, self._keys(), self.bodies)
         self.agains = st.builds(Again, st.sampled_from(RECENT_FIRST), st.sampled_from(AGAIN),
-                                self.bodies)
+                                self.fills)
         self.faults = st.sampled_from([name for name, fault in FAULTS.items()
                                        if fault.where == "client" or target.store_proxy])
         self.clock_steps = _clock_steps(target)
         crash = target.hooks.crash
         self.crash_points = (list(crash.points) if crash and crash.header else ["in-flight"])
 
-    def _bodies(self) -> st.SearchStrategy[Any]:
-        amounts = st.one_of(st.integers(1, 99_999), st.integers(1, 99_999),
-                            st.sampled_from(BOUNDARY_AMOUNTS), st.integers(1, MAX_SAFE_INTEGER),
-                            st.sampled_from(ODD_AMOUNTS))
+    def body(self, fill: Fill) -> Any:
+        """The primary operation's body template filled with ``fill``."""
+        return render(self.target.endpoint, fill)
+
+    def _fills(self) -> st.SearchStrategy[Fill]:
+        amounts = st.one_of(st.integers(*ORDINARY_AMOUNTS), st.sampled_from(ORDINARY_AMOUNTS))
         text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
-        scalars = st.one_of(st.none(), st.booleans(), text,
-                            st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),
-                            st.floats(allow_nan=False, allow_infinity=False))
-        nested = st.dictionaries(text, st.recursive(
-            scalars, lambda inner: st.lists(inner, min_size=1, max_size=3)
-            | st.dictionaries(text, inner, min_size=1, max_size=3), max_leaves=6),
-            min_size=1, max_size=3)
-        metadata = st.one_of(st.none(), st.none(), st.none(), st.none(), nested)
         nonces = st.text(string.ascii_lowercase + string.digits, min_size=1, max_size=8)
-        return st.builds(self._render, amounts, nonces, text, metadata)
+        return st.builds(Fill, amounts, nonces, text)
 
     def _ordinary_bodies(self) -> st.SearchStrategy[Any]:
-        """Bodies a target accepts: for a request that outlives its lease, where the checker
-        can only tell a takeover from a second execution by a 2xx (P5 counts any other answer
-        to a retry of a running request as a breach)."""
-        return st.builds(self._render, st.integers(1, 99_999),
+        """Plain bodies: for a request that outlives its lease, where the checker can only
+        tell a takeover from a second execution by a 2xx (P5 counts any other answer to a
+        retry of a running request as a breach)."""
+        return st.builds(Fill, st.integers(*ORDINARY_AMOUNTS),
                          st.text(string.ascii_lowercase, min_size=1, max_size=8),
-                         st.text(string.ascii_letters, max_size=8), st.none())
+                         st.text(string.ascii_letters, max_size=8)).map(self.body)
 
-    def _render(self, amount: float, nonce: str, customer: str, metadata: Any) -> Any:
-        """The target's body template filled with drawn values; extra nested metadata when
-        drawn (a target that refuses unknown fields answers 4xx, which it must replay too)."""
-        body = render_template(self.target.endpoint.body,
-                               {"amount": amount, "nonce": nonce, "customer": customer})
-        if metadata is not None and isinstance(body, dict):
-            body["metadata"] = metadata
-        return body
+    def _bad_bodies(self) -> st.SearchStrategy[BadBody] | None:
+        """An ordinary body with an amount the target must refuse; None when the template has
+        no ``{amount}`` (nothing declared to be wrong about)."""
+        if "amount" not in placeholders(self.target.endpoint.body):
+            return None
 
-    def _keys(self, shapes: list[ChoiceShape]) -> st.SearchStrategy[KeyChoice]:
+        def bad(tenant: str, fill: Fill, amount: float) -> BadBody:
+            odd = Fill(amount, fill.nonce, fill.customer)
+            return BadBody(tenant, self.body(odd), f"body amount={amount!r}")
+
+        return st.builds(bad, self.tenants, self.fills, st.sampled_from(ODD_AMOUNTS))
+
+    def _keys(self) -> st.SearchStrategy[KeyChoice]:
+        """Mostly plain keys, then the edge cases; hostile keys only of kinds the declared key
+        rules refuse, odd ones only of kinds they accept."""
         spec = self.target.key
+        kinds: dict[str, list[HostileKind]] = {"hostile": hostile_kinds(spec),
+                                               "odd": odd_kinds(spec)}
+        plain: list[ChoiceShape] = ["plain"] * 5
+        shapes: list[ChoiceShape] = [*plain, "longest", "case-twin", "sibling"]
+        unusual: tuple[ChoiceShape, ...] = ("hostile", "odd")
+        shapes += [shape for shape in unusual if kinds[shape]]
+        if self.target.tenant is not None:
+            shapes += ["shared", "shared"]  # the other tenant, the same key
         syntax_safe = "".join(c for c in string.printable[:94]
                               if spec.syntax == "sf-string" or c not in '"\\')
-        return st.builds(
-            KeyChoice,
-            st.sampled_from(shapes),
-            st.sampled_from(RECENT_FIRST),
-            st.text(syntax_safe, max_size=6),
-            st.sampled_from(hostile_kinds(spec)),
-        )
+
+        def choice(shape: ChoiceShape) -> st.SearchStrategy[KeyChoice]:
+            kind = st.sampled_from(kinds[shape]) if shape in kinds else st.none()
+            return st.builds(KeyChoice, st.just(shape), st.sampled_from(RECENT_FIRST),
+                             st.text(syntax_safe, max_size=6), kind)
+
+        return st.sampled_from(shapes).flatmap(choice)

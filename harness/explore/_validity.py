@@ -19,12 +19,14 @@ from harness.explore._actions import (
     Crash,
     FaultOff,
     FaultOn,
+    HostileBody,
     Keyless,
     NewRequest,
     Retry,
     Reuse,
     Slow,
 )
+from harness.explore._planner import other_operations
 
 __all__ = ["problems_with"]
 
@@ -58,7 +60,12 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
             if action.point not in points:
                 problems.append(f"{where}: the crash hook has no point {action.point!r}; it "
                                 f"has {', '.join(points)}")
-        if isinstance(action, NewRequest | Burst | Keyless | Crash | Slow):
+        if isinstance(action, Reuse) and action.change == "operation" and action.operation not in {
+                o.label for o in other_operations(target)}:
+            problems.append(f"{where} reuses the key on operation {action.operation!r}, which "
+                            f"target {target.name} does not declare in the key space of "
+                            f"{target.endpoint.label}")
+        if isinstance(action, NewRequest | Burst | Keyless | Crash | Slow | HostileBody):
             if action.tenant != "a" and "tenants" not in capabilities:
                 problems.append(f"{where} uses a second tenant; target {target.name} lacks "
                                 f"{CAPABILITY_HINTS['tenants']}")
@@ -69,7 +76,7 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
                 if plan.of is not None and plan.of not in keys:
                     problems.append(f"{where} derives a key from {plan.of} before it is made")
                 keys.add(plan.name)
-                if not plan.hostile:
+                if not plan.hostile and not isinstance(action, HostileBody):
                     operations.add(action.id)
         if isinstance(action, Retry | Reuse) and action.id not in operations:
             problems.append(f"{where} names operation {action.id}, which no earlier step made")

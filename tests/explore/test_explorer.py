@@ -61,7 +61,8 @@ def test_a_flaw_is_found_shrunk_saved_and_its_story_replays(
     findings = results["scenarios"][0]["findings"]
     assert findings and all(f["reproduce"].startswith("idem-harness replay ") for f in findings)
     failure = ET.parse(tmp_path / "explore" / "junit.xml").find("testsuite/testcase/failure")
-    assert failure is not None and story.property in (failure.get("message") or "")
+    assert failure is not None and story.property is not None
+    assert story.property in (failure.get("message") or "")
     assert (tmp_path / "explore" / "history.jsonl").read_text().strip()
 
     again = replay(load_story(done.story_path), ReplayConfig(

@@ -1,0 +1,158 @@
+"""Which flaws `run` and `explore` catch, which they miss, and how many false findings they
+report on correct services: the reference server's named flaws and the corpus of independent
+services in tests/corpus/ (issue 13, "judge any target fairly").
+
+Rows come from what exists: every flaw in ``reference_server.flaws.FLAWS``, and every target
+file in ``tests/corpus/targets/*.toml`` whose start command runs ``-m MODULE``, with the flaws
+that module lists in ``FLAWS`` (each started with ``--flaw NAME``).  Each target also gets a
+row for its correct mode.  A flaw is caught when the run reports a finding; any finding on a
+correct mode is a false finding.  An undecided run (``inconclusive``) is neither.
+
+The default budget is modest (a few minutes per dozen rows): `explore` draws
+``--max-examples`` (default 6) with a fixed seed and no shrinking time, since only "found or
+not" counts here.  Give more with ``--max-examples 60 --shrink-time 60``.
+
+Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus] [--target NAME ...]
+[--front run|explore] [--max-examples N] [--seed N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness._errors import HarnessError
+from harness._outcomes import RunResult
+from harness._reference import reference_target
+from harness._runner import RunConfig, run_scenarios
+from harness._target import Target, load_target
+from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.explore import ExploreConfig, explore
+from reference_server.flaws import FLAWS
+from scenarios import CATALOG
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "corpus" / "targets"
+FRONTS = ("run", "explore")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One target in one mode: ``flaw`` None is the correct mode."""
+
+    suite: str
+    name: str
+    target: Target
+    flaw: str | None
+
+
+def _corpus_flaws(target: Target) -> tuple[str, ...]:
+    """The flaws a corpus service offers: the literal ``FLAWS`` of the module its command runs,
+    read from its source (``tests`` is not an installed package, and ``-P`` keeps the checkout
+    off the path)."""
+    command = target.start.command if target.start else []
+    if "-m" not in command:
+        return ()
+    source = ROOT.joinpath(*command[command.index("-m") + 1].split(".")).with_suffix(".py")
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "FLAWS" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    return ()
+
+
+def rows(only: str | None, names: list[str]) -> Iterator[Row]:
+    """The reference server and each corpus service, correct first, then each flaw."""
+    if only in (None, "reference"):
+        yield Row("reference", "reference-server", reference_target(store=None, flaw=None), None)
+        for flaw in FLAWS:
+            yield Row("reference", "reference-server",
+                      reference_target(store=None, flaw=flaw), flaw)
+    if only in (None, "corpus"):
+        for path in sorted(CORPUS.glob("*.toml")):
+            target = load_target(path)
+            if names and target.name not in names and path.stem not in names:
+                continue
+            yield Row("corpus", target.name, target, None)
+            for flaw in _corpus_flaws(target):
+                yield Row("corpus", target.name, target.with_start_args(["--flaw", flaw]), flaw)
+
+
+def _judged(front: str, row: Row, args: argparse.Namespace, toxiproxy: ToxiproxyServer,
+            scratch: Path) -> RunResult:
+    report_dir = scratch / f"{row.name}-{row.flaw or 'correct'}-{front}"
+    if front == "run":
+        return run_scenarios(RunConfig(target=row.target, scenarios=list(CATALOG.values()),
+                                       report_dir=report_dir, seed=args.seed,
+                                       toxiproxy=toxiproxy))
+    return explore(ExploreConfig(target=row.target, max_examples=args.max_examples,
+                                 seed=args.seed, report_dir=report_dir, toxiproxy=toxiproxy,
+                                 shrink_seconds=args.shrink_time)).result
+
+
+def outcome(row: Row, result: RunResult | None) -> tuple[str, str]:
+    """``caught``, ``missed``, ``false``, ``clean``, ``undecided`` or ``error``, and what
+    broke (the properties of its findings)."""
+    if result is None:
+        return "error", ""
+    found = sorted({f.property for f in result.findings})
+    if row.flaw is None:
+        return ("false" if found else "clean" if result.verdict == "pass" else "undecided",
+                ",".join(found))
+    return ("caught" if found else "missed" if result.verdict == "pass" else "undecided",
+            ",".join(found))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["reference", "corpus"])
+    parser.add_argument("--target", action="append", default=[], metavar="NAME",
+                        help="corpus targets by name or file stem (default: all)")
+    parser.add_argument("--front", action="append", choices=FRONTS, default=[])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-examples", type=int, default=6)
+    parser.add_argument("--shrink-time", type=float, default=0.0, metavar="SECONDS")
+    args = parser.parse_args()
+    fronts = tuple(args.front) or FRONTS
+
+    print(f"detection bench: seed {args.seed}, explore budget {args.max_examples} examples\n")
+    print(f"{'target':<28}{'mode':<22}" + "".join(f"{f:<26}" for f in fronts))
+    tally: dict[str, Counter[str]] = {front: Counter() for front in fronts}
+    started = time.monotonic()
+    with ExitStack() as stack:
+        toxiproxy = stack.enter_context(start_toxiproxy())
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        for row in rows(args.only, args.target):
+            cells = []
+            for front in fronts:
+                clock = time.monotonic()
+                try:
+                    result: RunResult | None = _judged(front, row, args, toxiproxy, scratch)
+                except HarnessError as exc:
+                    print(f"  {row.name} {row.flaw or 'correct'} {front}: {exc}", flush=True)
+                    result = None
+                verdict, found = outcome(row, result)
+                tally[front][verdict] += 1
+                cells.append(f"{verdict} {found}".strip()[:18]
+                             + f" {time.monotonic() - clock:.0f}s")
+            print(f"{row.name[:27]:<28}{(row.flaw or 'correct')[:21]:<22}"
+                  + "".join(f"{c:<26}" for c in cells), flush=True)
+    print("\ntotals (flaws: caught / missed; correct modes: false findings / clean; "
+          "undecided; errors)")
+    for front, counts in tally.items():
+        print(f"  {front:<8} caught {counts['caught']}  missed {counts['missed']}  "
+              f"false {counts['false']}  clean {counts['clean']}  "
+              f"undecided {counts['undecided']}  error {counts['error']}")
+    print(f"\nwhole bench: {time.monotonic() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    main()

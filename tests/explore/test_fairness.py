@@ -1,0 +1,169 @@
+"""Issue 13, "judge any target fairly": the explorer draws only what the target file lets the
+checker judge.  Bad bodies only as a hostile step, reuse only on declared operations, hostile
+keys only where the declared rules refuse them, the replay marker's value, keyless requests
+alone when only totals count, and lease waits bounded in real time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+
+from harness import KeySpec
+from harness._history import Event
+from harness._reference import reference_target
+from harness._target import Endpoint, Target
+from harness._toxiproxy import ToxiproxyServer
+from harness.explore._actions import Action, HostileBody, Keyless, Reuse, Wait
+from harness.explore._answers import answer_text
+from harness.explore._bodies import Fill
+from harness.explore._keys import KeyMaker, KeyPlan, hostile_kinds, odd_kinds
+from harness.explore._machine import machine_for
+from harness.explore._planner import Planner, can_retry_late, keyless_alone
+from harness.explore._session import Session, deployed
+from harness.explore._strategies import ODD_AMOUNTS, KeyChoice, Strategies
+
+REFERENCE = reference_target(store=None, flaw=None)
+FILL = Fill(100, "n", "c")
+BODY = {"amount": 100, "currency": "usd", "customer": "x"}
+
+
+def with_key(**rules: Any) -> Target:
+    return REFERENCE.model_copy(update={"key": KeySpec(**rules)})
+
+
+def operations(*endpoints: Endpoint) -> Target:
+    data = REFERENCE.model_dump(exclude={"endpoint", "source"})
+    return Target.model_validate({**data, "operations": [e.model_dump() for e in endpoints]})
+
+
+@settings(max_examples=200, database=None)
+@given(Strategies(REFERENCE).bodies)
+def test_ordinary_bodies_carry_only_declared_fields_and_amounts_every_service_takes(
+        body: Any) -> None:
+    assert set(body) == {"amount", "currency", "customer"}
+    assert isinstance(body["amount"], int) and 1 <= body["amount"] <= 99_999
+
+
+BAD_BODIES = Strategies(REFERENCE).bad_bodies
+assert BAD_BODIES is not None
+
+
+@settings(max_examples=20, database=None)
+@given(BAD_BODIES)
+def test_a_bad_amount_is_its_own_hostile_step_with_a_key_no_later_step_names(bad: Any) -> None:
+    assert bad.body["amount"] in ODD_AMOUNTS and "amount" in bad.why
+    plan = Planner(REFERENCE)
+    [action] = plan.bad_body("a", bad.body, bad.why)
+    assert isinstance(action, HostileBody) and plan.retryable() == []
+    assert "bad_body" in vars(machine_for_reference())
+
+
+def machine_for_reference() -> type:
+    class _Session:
+        target = REFERENCE
+    return machine_for(_Session())  # type: ignore[arg-type]
+
+
+def test_reuse_changes_the_body_when_the_target_declares_one_operation() -> None:
+    plan = Planner(REFERENCE)
+    plan.request("a", KeyChoice("plain", 0, ""), BODY)
+    for how in ("body", "operation"):
+        [reuse] = plan.again(0, how, FILL)
+        assert isinstance(reuse, Reuse) and reuse.change == "body"
+        assert reuse.path is None and reuse.method is None and reuse.body != BODY
+
+
+def test_reuse_on_another_operation_only_names_a_declared_one_in_the_same_key_space() -> None:
+    charge = Endpoint(name="charge", path="/charges")
+    refund = Endpoint(name="refund", path="/refunds", body={"amount": "{amount}", "why": "x"})
+    apart = Endpoint(name="payout", path="/payouts", key_scope="payouts")
+    plan = Planner(operations(charge, refund, apart))
+    plan.request("a", KeyChoice("plain", 0, ""), BODY)
+    [reuse] = plan.again(0, "operation", FILL)
+    assert isinstance(reuse, Reuse) and reuse.change == "operation"
+    assert (reuse.operation, reuse.method, reuse.path) == ("refund", "POST", "/refunds")
+    assert reuse.body == {"amount": 100, "why": "x"}
+
+
+def test_hostile_keys_only_where_the_declared_rules_refuse_them() -> None:
+    unlimited = KeySpec(syntax="token", max_length=0)
+    assert hostile_kinds(unlimited) == []
+    assert odd_kinds(unlimited) == ["too-long", "non-ascii"]
+    printable = KeySpec(syntax="token", max_length=64, pattern=r"[\x20-\x7e]+")
+    assert hostile_kinds(printable) == ["empty", "too-long", "control", "non-ascii"]
+    assert odd_kinds(printable) == []
+    assert "non-ascii" in hostile_kinds(REFERENCE.key) and "bad-escape" in hostile_kinds(
+        REFERENCE.key)
+
+
+def test_odd_keys_are_ordinary_operations_labelled_for_the_checker() -> None:
+    plan = Planner(with_key(syntax="token", max_length=0))
+    [action] = plan.request("a", KeyChoice("odd", 0, "", "too-long"), BODY)
+    assert action.key.label == "odd-key:too-long" and plan.retryable()  # type: ignore[union-attr]
+    key, _ = KeyMaker(KeySpec(max_length=0)).make(action.key)  # type: ignore[union-attr]
+    assert len(key) == 1024
+
+
+def test_without_a_length_limit_keys_are_not_empty_and_a_longest_key_is_long() -> None:
+    maker = KeyMaker(KeySpec(max_length=0))
+    assert maker.make(KeyPlan(name="k1", shape="plain", text="ab"))[0].endswith("-k1ab")
+    assert len(maker.make(KeyPlan(name="k2", shape="longest", text="z"))[0]) == 255
+
+
+def test_key_shapes_the_rules_refuse_fall_back_to_plain_keys() -> None:
+    lower = with_key(syntax="token", max_length=64, pattern="[a-z0-9-]+")
+    plan = Planner(lower)
+    plan.request("a", KeyChoice("plain", 0, "Q!"), BODY)
+    [twin] = plan.request("a", KeyChoice("case-twin", 0, ""), BODY)
+    [longest] = plan.request("a", KeyChoice("longest", 0, "~"), BODY)
+    assert twin.key.shape == "plain" and longest.key.shape == "plain"  # type: ignore[union-attr]
+    maker = KeyMaker(lower.key)
+    assert lower.key.accepts(maker.make(KeyPlan(name="k1", shape="plain", text="Q!"))[0])
+    uuids = KeySpec(max_length=36, pattern="[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+    assert uuids.accepts(KeyMaker(uuids).make(KeyPlan(name="k1", shape="plain"))[0])
+
+
+def test_a_replay_is_what_the_promised_header_says_with_the_promised_value() -> None:
+    def answer(value: str) -> str:
+        event = Event(index=1, type="ok", f="request", process="c0", time=0.0, op=1,
+                      status=201,
+                      headers={"idempotent-replayed": value})
+        return answer_text(event, REFERENCE.promises)
+
+    assert answer("true").endswith("(replay)")
+    assert "(replay)" not in answer("false")
+
+
+def test_a_late_retry_waits_out_a_short_lease_in_real_time_and_is_not_drawn_for_a_long_one(
+) -> None:
+    no_clock = REFERENCE.model_copy(update={"hooks": REFERENCE.hooks.model_copy(
+        update={"clock": None})})
+    short = no_clock.with_promises(lease=5.0)
+    plan = Planner(short)
+    plan.slow("a", BODY)
+    wait, _retry = plan.retry_running(late=True)
+    assert isinstance(wait, Wait) and 5.0 < wait.seconds <= 65.0
+    assert can_retry_late(short) and can_retry_late(REFERENCE)
+    assert not can_retry_late(no_clock.with_promises(lease=300.0))
+
+
+def test_a_keyless_request_counted_by_totals_runs_between_two_totals(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    data = REFERENCE.model_dump(exclude={"source", "operations"})
+    data["effects"]["keyless"] = {"how": "total", "query": {}}
+    target = Target.model_validate(data)
+    assert keyless_alone(target)
+    actions: list[Action] = [
+        Keyless(id="o1", tenant="a", body=BODY),
+        HostileBody(id="o2", tenant="a", key=KeyPlan(name="k1", shape="plain"),
+                    body={**BODY, "amount": -1}, why="body amount=-1")]
+    with deployed(target, command="test", started_at="now", report_dir=tmp_path,
+                  allow_remote=False, toxiproxy=toxiproxy_server) as deployment:
+        world = Session(deployment, retry_horizon=60.0).play(actions)
+    assert world.failure is None, world.failure
+    events = world.history.events()
+    fs = [e.f for e in events if e.f in ("effects-total", "request")]
+    assert fs[:4] == ["effects-total", "request", "request", "effects-total"]
+    assert any(e.label == "hostile:body amount=-1" and e.status == 400 for e in events)
