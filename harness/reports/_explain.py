@@ -23,24 +23,35 @@ class Explanation:
 PLAIN: dict[str, Explanation] = {
     "P1": Explanation(
         "The card was charged more than once",
-        "One operation (one idempotency key) caused more than one side effect. A retry reached "
-        "the server and was executed again instead of being answered from the stored response: "
-        "the customer pays twice."),
+        "One operation (one idempotency key) caused more than one side effect: the customer "
+        "pays twice. The finding says how, from its own evidence: copies that ran at the same "
+        "time (the key was not claimed atomically), a retry that ran again instead of being "
+        "answered from the stored response, or a request run again after the server died in "
+        "it. Keys that differ only in letter case, or after a long shared prefix, are different "
+        "operations and may each charge once."),
     "P2": Explanation(
         "The client was told one thing, the ledger holds another",
-        "A key that got a success must have exactly one charge, and every success must name it. "
-        "Here the answers and the ledger disagree, so the client cannot tell which charge is "
-        "real, or holds a charge that does not exist."),
+        "A key answered with a success must have its charge, and every success must name the "
+        "same one; a key answered with an error must have charged nothing. Here the answers and "
+        "the ledger disagree, so the client cannot tell which charge is real, holds one that "
+        "does not exist, or stops retrying a charge that was made. (More than one charge is "
+        "P1.)"),
     "P3": Explanation(
         "The retry did not get the original answer",
         "A retry with the same key and the same request must receive what the first attempt "
-        "received: status, body and meaningful headers. Otherwise the client acts on an answer "
-        "other than the one the server committed to."),
+        "received: status, body and meaningful headers, marked with the replay header the "
+        "target promises (with its promised value). Only a stored answer is replayed: a "
+        "refusal, or a validation error the target does not store, answered twice is two fresh "
+        "answers. Otherwise the client acts on an answer other than the one the server "
+        "committed to."),
     "P4": Explanation(
         "A reused key was not refused",
-        "The same key with a different request (another body, path or method) must be refused "
-        "with 422 and change nothing, while the same JSON in another key order is the same "
-        "request. Otherwise a buggy client is told its second request happened when it did not."),
+        "The same key with a different request (another body, another declared operation that "
+        "shares its keys, another query string when the target says the query counts) must be "
+        "refused with the status the target promises (the draft says 422) and change nothing, "
+        "while the same JSON in another key order is the same request. Only declared operations "
+        "are probed. Otherwise a buggy client is told its second request happened when it did "
+        "not."),
     "P5": Explanation(
         "A retry during the original was not told to wait",
         "While the first attempt is still running, a retry must get 409 'in progress' (or wait "
@@ -52,7 +63,10 @@ PLAIN: dict[str, Explanation] = {
     "P7": Explanation(
         "A request without a key was handled wrongly",
         "In strict mode a missing Idempotency-Key must be refused with 400, so the mistake shows "
-        "in development; in lax mode the request is processed like any unprotected one."),
+        "in development; in lax mode the request is processed like any unprotected one. What "
+        "such a request charged is counted the way the target file says (a keyless count, or "
+        "the difference of the total around one request sent alone), or not at all, and then "
+        "only the answers are judged."),
     "P8": Explanation(
         "One tenant was mixed up with another",
         "Keys belong to a tenant. Two customers who happen to choose the same key are two "
@@ -60,12 +74,16 @@ PLAIN: dict[str, Explanation] = {
         "because of it."),
     "P9": Explanation(
         "A crash left the key broken",
-        "After the server dies mid-request, retries must converge to exactly one charge, and "
-        "the key must not stay 'in progress' past the lease."),
+        "After the server dies mid-request, or loses its store, retries must converge to exactly "
+        "one charge, and the key must not stay 'in progress' past the promised lease. Before "
+        "the lease has run out a key in progress is not stuck: the verdict is unknown until "
+        "the harness has waited for it."),
     "P10": Explanation(
         "Bad input was not refused safely",
-        "Malformed, oversized or hostile keys and bodies must get a 4xx, charge nothing, and "
-        "leave the server serving."),
+        "Malformed, oversized or hostile keys and bodies must get a 4xx (for a key that breaks "
+        "the declared rules, the promised status), charge nothing, and leave the server "
+        "serving; a service that exits by itself is a finding of its own. A key the declared "
+        "rules accept, however odd, is an ordinary key."),
     "P11": Explanation(
         "Expired keys are never removed",
         "Keys older than the retention window must be deleted, or the key table grows without "
