@@ -466,8 +466,9 @@ class Target(_Section):
 
     def sharing_keys_with(self, operation: Endpoint) -> tuple[Endpoint, ...]:
         """The other declared operations in ``operation``'s key space."""
+        mine = (operation.method.upper(), operation.path)
         return tuple(o for o in self.keyed_operations
-                     if o is not operation and o.key_scope == operation.key_scope)
+                     if (o.method.upper(), o.path) != mine and o.key_scope == operation.key_scope)
 
     @property
     def shares_state(self) -> bool:

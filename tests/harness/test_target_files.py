@@ -232,3 +232,8 @@ def test_a_key_pattern_that_is_not_a_regular_expression_is_refused(tmp_path: Pat
 def test_a_misspelt_field_gets_a_did_you_mean(tmp_path: Path) -> None:
     (field, _problem, fix), = problems(tmp_path, MINIMAL + "[promises]\nretenion = '24h'\n")
     assert field == "promises.retenion" and "did you mean `retention`?" in fix
+
+
+def test_the_endpoint_does_not_share_keys_with_itself(tmp_path: Path) -> None:
+    target = load_target(write(tmp_path, OPERATIONS))
+    assert [o.name for o in target.sharing_keys_with(target.endpoint)] == ["payout"]
