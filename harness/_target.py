@@ -90,6 +90,9 @@ class Endpoint(_Section):
     headers: dict[str, str] = Field(default_factory=dict)
     resource_field: str | None = "id"
     key_scope: str = "shared"
+    #: Values of body fields the service promises to refuse (``{ amount = [0, -1] }``): only
+    #: these are sent as hostile bodies, since what is invalid is the service's to say.
+    invalid_values: dict[str, list[Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _body_can_vary(self) -> Endpoint:

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from harness._nemesis import FAULTS
 from harness._properties import LEASE_SLACK
-from harness._target import Target, placeholders
+from harness._target import Target
 from harness.explore._actions import Change, Spelling
 from harness.explore._bodies import Fill, render
 from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds
 
-__all__ = ["AGAIN", "ODD_AMOUNTS", "PAST_THE_LEASE", "Again", "BadBody", "Draft", "KeyChoice",
+__all__ = ["AGAIN", "PAST_THE_LEASE", "Again", "BadBody", "Draft", "KeyChoice",
            "Strategies"]
 
 #: How far past the promised lease a jump goes: beyond the checker's slack for clock skew.
@@ -29,7 +29,6 @@ PAST_THE_LEASE = LEASE_SLACK + 3.0
 #: Amounts a charge endpoint must refuse: zero, negative, fractional, huge and tiny doubles.
 #: Drawn only for the hostile-body step (P10), never for an ordinary request: a service may
 #: refuse a bad body before it claims the key, and its answers then say nothing about replay.
-ODD_AMOUNTS = (0, -1, 0.5, 1e308, 5e-324)
 #: Ordinary amounts: ones every charge endpoint accepts (no 32-bit or 2^53 edges, which a
 #: correct service may refuse as too large).
 ORDINARY_AMOUNTS = (1, 99_999)
@@ -147,16 +146,22 @@ class Strategies:
                          st.text(string.ascii_letters, max_size=8)).map(self.body)
 
     def _bad_bodies(self) -> st.SearchStrategy[BadBody] | None:
-        """An ordinary body with an amount the target must refuse; None when the template has
-        no ``{amount}`` (nothing declared to be wrong about)."""
-        if "amount" not in placeholders(self.target.endpoint.body):
+        """An ordinary body with one field set to a value the target file says it refuses
+        (``[endpoint] invalid_values``); None when it declares none: what is invalid is the
+        service's to say, and a guess would be a false finding."""
+        declared = [(field, value) for field, values in
+                    self.target.endpoint.invalid_values.items() for value in values]
+        if not declared:
             return None
 
-        def bad(tenant: str, fill: Fill, amount: float) -> BadBody:
-            odd = Fill(amount, fill.nonce, fill.customer)
-            return BadBody(tenant, self.body(odd), f"body amount={amount!r}")
+        def bad(tenant: str, fill: Fill, change: tuple[str, Any]) -> BadBody:
+            field, value = change
+            body = self.body(fill)
+            if isinstance(body, dict):
+                body = {**body, field: value}
+            return BadBody(tenant, body, f"body {field}={value!r}")
 
-        return st.builds(bad, self.tenants, self.fills, st.sampled_from(ODD_AMOUNTS))
+        return st.builds(bad, self.tenants, self.fills, st.sampled_from(declared))
 
     def _keys(self) -> st.SearchStrategy[KeyChoice]:
         """Mostly plain keys, then the edge cases; hostile keys only of kinds the declared key

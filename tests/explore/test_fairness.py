@@ -22,7 +22,7 @@ from harness.explore._keys import KeyMaker, KeyPlan, hostile_kinds, odd_kinds
 from harness.explore._machine import machine_for
 from harness.explore._planner import Planner, can_retry_late, keyless_alone
 from harness.explore._session import Session, deployed
-from harness.explore._strategies import ODD_AMOUNTS, KeyChoice, Strategies
+from harness.explore._strategies import KeyChoice, Strategies
 
 REFERENCE = reference_target(store=None, flaw=None)
 FILL = Fill(100, "n", "c")
@@ -53,11 +53,18 @@ assert BAD_BODIES is not None
 @settings(max_examples=20, database=None)
 @given(BAD_BODIES)
 def test_a_bad_amount_is_its_own_hostile_step_with_a_key_no_later_step_names(bad: Any) -> None:
-    assert bad.body["amount"] in ODD_AMOUNTS and "amount" in bad.why
+    assert bad.body["amount"] in REFERENCE.endpoint.invalid_values["amount"]
+    assert "amount" in bad.why
     plan = Planner(REFERENCE)
     [action] = plan.bad_body("a", bad.body, bad.why)
     assert isinstance(action, HostileBody) and plan.retryable() == []
     assert "bad_body" in vars(machine_for_reference())
+
+
+def test_no_bad_body_is_drawn_when_the_target_declares_no_invalid_value() -> None:
+    """What is invalid is the service's to say: a charge of 0 may be an authorisation hold."""
+    endpoint = REFERENCE.endpoint.model_copy(update={"invalid_values": {}})
+    assert Strategies(REFERENCE.model_copy(update={"endpoint": endpoint})).bad_bodies is None
 
 
 def machine_for_reference() -> type:
