@@ -1,0 +1,36 @@
+"""The corpus's fixtures: where each service's target file is, and a check that the service
+and what it runs on (uvicorn for the ASGI ones) are really there: outside CI a missing piece
+skips, saying why; under ``CI=true`` it fails (tests.missing)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from harness._target import Target, load_target
+from tests.missing import missing
+
+CORPUS = Path(__file__).parent
+TARGETS = CORPUS / "targets"
+SERVICES = CORPUS / "services"
+
+
+def corpus_target(name: str, flaw: str | None = None) -> Target:
+    """The service's target file, loaded; started with ``--flaw`` when one is given.  A
+    service whose module or target file is absent is missing (a failure under CI)."""
+    target_file, module = TARGETS / f"{name}.toml", SERVICES / f"{name}.py"
+    if not target_file.exists() or not module.exists():
+        missing(f"corpus service {name!r} is missing: expected {module} and {target_file}",
+                kind="corpus service")
+    if "serve_asgi" in module.read_text() and importlib.util.find_spec("uvicorn") is None:
+        missing(f"corpus service {name!r} needs uvicorn: .venv/bin/pip install uvicorn",
+                kind="package")
+    target = load_target(target_file)
+    return target.with_start_args(["--flaw", flaw]) if flaw else target
+
+
+@pytest.fixture()
+def report_dir(tmp_path: Path) -> Path:
+    return tmp_path / "report"

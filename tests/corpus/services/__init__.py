@@ -1,0 +1,1 @@
+"""The corpus services: each runs as ``python -m tests.corpus.services.NAME --port P``."""

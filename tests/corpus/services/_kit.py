@@ -1,0 +1,258 @@
+"""Plumbing the corpus services share: requests and answers as plain values, key syntax,
+canonical-JSON fingerprints, a movable clock, and the two ways of serving (the standard
+library's ThreadingHTTPServer, or a bare ASGI callable under uvicorn).
+
+Nothing here knows the idempotency protocol: claiming, replaying and releasing keys is each
+service's own code, written its own way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+MAX_BODY = 64 * 1024
+_TOKEN = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+_SF_STRING = re.compile(r'"((?:[\x20-\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"')
+
+
+@dataclass(frozen=True)
+class Req:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    too_large: bool = False
+
+    @property
+    def target(self) -> str:
+        """Path and query string, as the fingerprint sees them."""
+        return self.path + ("?" + "&".join(f"{k}={v}" for k, v in sorted(self.query.items()))
+                            if self.query else "")
+
+
+@dataclass
+class Resp:
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def encoded(self) -> bytes:
+        return b"" if self.body is None else json.dumps(self.body).encode()
+
+
+def error(status: int, message: str, **headers: str) -> Resp:
+    return Resp(status, {"error": message}, dict(headers))
+
+
+class Invalid(Exception):
+    """A key that breaks the declared rules."""
+
+
+def parse_key(raw: str | None, *, syntax: str = "token", max_length: int = 255) -> str | None:
+    """The key in the header, None when absent; raises Invalid for a key the rules refuse."""
+    if raw is None:
+        return None
+    if syntax == "sf-string":
+        match = _SF_STRING.fullmatch(raw.strip())
+        if match is None:
+            raise Invalid("the key must be a structured-field string")
+        key = re.sub(r"\\(.)", r"\1", match.group(1))
+        ok = bool(key)
+    else:
+        key = raw
+        ok = _TOKEN.fullmatch(key) is not None
+    if not ok or len(key) > max_length:
+        raise Invalid(f"the key must be 1 to {max_length} printable ASCII characters")
+    return key
+
+
+def canonical(raw: bytes) -> Any:
+    """The parsed JSON body; raises ValueError when it is not JSON (or absurdly nested)."""
+    try:
+        return json.loads(raw)
+    except RecursionError as exc:
+        raise ValueError("too deeply nested") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def fingerprint(method: str, target: str, body: Any) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{method.upper()} {target}\n{text}".encode()).hexdigest()
+
+
+def valid_amount(body: Any) -> bool:
+    amount = body.get("amount") if isinstance(body, dict) else None
+    return isinstance(amount, int) and not isinstance(amount, bool) and 0 < amount < 10**12
+
+
+def tenant_of(req: Req) -> str | None:
+    auth = req.headers.get("authorization", "")
+    if not auth.startswith("Bearer "):
+        return None
+    return auth.removeprefix("Bearer ").strip() or None
+
+
+class Clock:
+    """Wall time plus an offset the test hook moves forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def now(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+def arguments(flaws: Sequence[str], *, store: bool = False) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--flaw", choices=list(flaws), default=None)
+    if store:
+        parser.add_argument("--db", required=True, help="SQLite file")
+    return parser.parse_args()
+
+
+def _split(raw_path: str) -> tuple[str, dict[str, str]]:
+    parts = urlsplit(raw_path)
+    query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    return parts.path, query
+
+
+def serve_stdlib(handle: Callable[[Req], Resp], host: str, port: int) -> None:
+    """Serve ``handle`` with http.server, one thread per connection."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _any(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            remaining, chunks = length, []
+            while remaining > 0:  # read it all, keep at most MAX_BODY + 1 bytes
+                chunk = self.rfile.read(min(remaining, 65536))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+                if sum(map(len, chunks)) <= MAX_BODY:
+                    chunks.append(chunk)
+            body = b"".join(chunks)
+            path, query = _split(self.path)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            req = Req(self.command, path, query, headers, body[:MAX_BODY], len(body) > MAX_BODY)
+            try:
+                resp = handle(req)
+            except Exception:  # a service's own exception answers 500, like any framework
+                resp = error(500, "internal error")
+            data = resp.encoded()
+            self.send_response(resp.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in resp.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+AsgiHandler = Callable[[Req], Awaitable[Resp]]
+
+
+def asgi_app(handle: AsgiHandler) -> Callable[..., Awaitable[None]]:
+    """A bare ASGI callable around ``handle``."""
+
+    async def app(scope: dict[str, Any], receive: Callable[..., Awaitable[dict[str, Any]]],
+                  send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size <= MAX_BODY + 1:
+                chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        path, query = _split(scope["path"] + "?" + scope["query_string"].decode("latin-1"))
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope["headers"]}
+        req = Req(scope["method"], path, query, headers, body[:MAX_BODY], size > MAX_BODY)
+        try:
+            resp = await handle(req)
+        except Exception:
+            resp = error(500, "internal error")
+        data = resp.encoded()
+        out = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(data)).encode())]
+        out += [(k.lower().encode(), v.encode()) for k, v in resp.headers.items()]
+        await send({"type": "http.response.start", "status": resp.status, "headers": out})
+        await send({"type": "http.response.body", "body": data})
+
+    return app
+
+
+def serve_asgi(handle: AsgiHandler, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(asgi_app(handle), host=host, port=port, log_level="warning", access_log=False)
+
+
+async def pause(ms: str | None) -> None:
+    if ms and ms.isdigit():
+        await asyncio.sleep(min(int(ms), 30_000) / 1000)
+
+
+def stall(ms: str | None) -> None:
+    if ms and ms.isdigit():
+        time.sleep(min(int(ms), 30_000) / 1000)
+
+
+class Ledger:
+    """The side effects, one row per charge with the key it was sent with (never deduplicated),
+    kept in memory: these services' state lives and dies with the process."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def add(self, row: dict[str, Any]) -> None:
+        with self.lock:
+            self.rows.append(row)
+
+    def answer(self, query: dict[str, str]) -> Resp:
+        """GET effects: ``key`` present counts that key's charges; absent, the keyless ones."""
+        with self.lock:
+            rows = [r for r in self.rows
+                    if ("tenant" not in query or r["tenant"] == query["tenant"])
+                    and r["key"] == query.get("key")]
+        return Resp(200, {"count": len(rows), "ids": [r["id"] for r in rows]})

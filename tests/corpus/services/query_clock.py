@@ -1,0 +1,140 @@
+"""No tenants, and a clock hook that takes its argument in the query string.
+
+Choices: one global key space (a single-tenant internal service: no Authorization header at
+all); the test clock is moved with ``POST /admin/clock?seconds=N`` and no body; expired keys
+are purged by an explicit cleanup pass (``POST /admin/cleanup``, what a cron job would call)
+as well as on every claim.  State per process; standard library ThreadingHTTPServer.
+
+Flaws: ``stuck-on-error`` leaves the key in progress for ever when the handler raises (no
+release, no lease); ``no-cleanup`` never deletes expired keys (they are only ignored on read),
+so the key table grows without bound.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tests.corpus.services._kit import (
+    Clock,
+    Invalid,
+    Ledger,
+    Req,
+    Resp,
+    arguments,
+    canonical,
+    error,
+    fingerprint,
+    parse_key,
+    serve_stdlib,
+    stall,
+    valid_amount,
+)
+
+RETENTION = 24 * 3600.0
+FLAWS = ("stuck-on-error", "no-cleanup")
+
+
+@dataclass
+class Slot:
+    fp: str
+    created: float
+    answer: Resp | None = None
+
+
+class Service:
+    def __init__(self, flaw: str | None) -> None:
+        self.flaw = flaw
+        self.clock = Clock()
+        self.ledger = Ledger()
+        self.mutex = threading.Lock()
+        self.slots: dict[str, Slot] = {}
+
+    def handle(self, req: Req) -> Resp:
+        if req.path == "/orders":
+            return self.order(req) if req.method == "POST" else error(405, "POST only")
+        if req.path == "/":
+            return Resp(200, {"ok": True})
+        if req.path == "/admin/effects":
+            return self.ledger.answer(req.query)
+        with self.mutex:
+            if req.path == "/admin/clock" and req.method == "POST":
+                self.clock.advance(float(req.query["seconds"]))
+                return Resp(200, {"now": self.clock.now()})
+            if req.path == "/admin/cleanup" and req.method == "POST":
+                return Resp(200, {"deleted": self.purge()})
+            if req.path == "/admin/keys":
+                running = sum(s.answer is None for s in self.slots.values())
+                return Resp(200, {"rows": len(self.slots), "in_progress": running})
+        return error(404, "no such route")
+
+    def expired(self, slot: Slot) -> bool:
+        return slot.created <= self.clock.now() - RETENTION
+
+    def purge(self) -> int:  # with the mutex held
+        if self.flaw == "no-cleanup":
+            return 0
+        old = [k for k, s in self.slots.items() if self.expired(s)]
+        for key in old:
+            del self.slots[key]
+        return len(old)
+
+    def order(self, req: Req) -> Resp:
+        try:
+            key = parse_key(req.headers.get("idempotency-key"), max_length=200)
+        except Invalid as exc:
+            return error(400, str(exc))
+        if key is None:
+            return error(400, "Idempotency-Key is required")
+        if req.too_large:
+            return error(413, "body too large")
+        try:
+            body = canonical(req.body)
+        except ValueError:
+            return error(400, "the body must be JSON")
+        fp = fingerprint(req.method, req.target, body)
+        with self.mutex:
+            self.purge()
+            slot = self.slots.get(key)
+            if slot is None or self.expired(slot):
+                slot = self.slots[key] = Slot(fp, self.clock.now())
+            elif slot.fp != fp:
+                return error(422, "this key was used for a different order")
+            elif slot.answer is None:
+                return error(409, "in progress", **{"Retry-After": "1"})
+            else:
+                return Resp(slot.answer.status, slot.answer.body,
+                            {**slot.answer.headers, "Idempotent-Replayed": "true"})
+        try:
+            return self.place(req, key, body, slot)
+        except Exception:
+            if self.flaw != "stuck-on-error":
+                with self.mutex:
+                    if self.slots.get(key) is slot:
+                        del self.slots[key]
+            return error(500, "the order failed; retry")
+
+    def place(self, req: Req, key: str, body: Any, slot: Slot) -> Resp:
+        stall(req.headers.get("x-test-delay-ms"))
+        if req.headers.get("x-test-fault") == "handler-error":
+            raise RuntimeError("injected handler error")
+        if not valid_amount(body):
+            answer = error(400, "amount must be a positive integer")
+        else:
+            time.sleep(0.01)  # the warehouse
+            order_id = "or_" + secrets.token_hex(6)
+            answer = Resp(201, {"id": order_id, "amount": body["amount"]},
+                          {"Location": f"/orders/{order_id}"})
+        with self.mutex:
+            if answer.status == 201:
+                self.ledger.add({"id": answer.body["id"], "tenant": None, "key": key})
+            slot.answer = answer
+        return answer
+
+
+if __name__ == "__main__":
+    args = arguments(FLAWS)
+    serve_stdlib(Service(args.flaw).handle, args.host, args.port)

@@ -1,0 +1,136 @@
+"""Lax mode, and an effects endpoint that only knows totals for requests without a key.
+
+Choices: a request without an Idempotency-Key is processed like any request without
+protection (lax mode, as most middleware libraries do); the ledger can be asked about one key,
+but charges made without a key can only be counted as a grand total of every charge
+(``GET /admin/charges/total``), so the harness must measure keyless charges as a difference.
+State per process, standard library ThreadingHTTPServer, one lock around claim and commit.
+
+Flaws: ``keyless-twice`` charges a keyless request twice (a retry loop around the provider
+call that ignores the first success); ``truncate-16`` stores keys in a 16-character column,
+so long keys that share a prefix collide.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from typing import Any
+
+from tests.corpus.services._kit import (
+    Clock,
+    Invalid,
+    Ledger,
+    Req,
+    Resp,
+    arguments,
+    canonical,
+    error,
+    fingerprint,
+    parse_key,
+    serve_stdlib,
+    stall,
+    tenant_of,
+    valid_amount,
+)
+
+RETENTION = 24 * 3600.0
+FLAWS = ("keyless-twice", "truncate-16")
+
+
+class Service:
+    def __init__(self, flaw: str | None) -> None:
+        self.flaw = flaw
+        self.clock = Clock()
+        self.ledger = Ledger()
+        self.lock = threading.Lock()
+        # (tenant, key) -> (fingerprint, created, answer or None while running)
+        self.table: dict[tuple[str, str], tuple[str, float, Resp | None]] = {}
+
+    def handle(self, req: Req) -> Resp:
+        if req.path == "/charges":
+            return self.charge(req) if req.method == "POST" else error(405, "POST only")
+        if req.path == "/up":
+            return Resp(200, {"ok": True})
+        if req.path == "/admin/charges" and "key" in req.query:
+            return self.ledger.answer(req.query)
+        if req.path == "/admin/charges/total":
+            return Resp(200, {"total": len(self.ledger.rows)})
+        if req.path == "/admin/clock" and req.method == "POST":
+            self.clock.advance(float(json.loads(req.body)["seconds"]))
+            return Resp(200, {})
+        if req.path == "/admin/keys":
+            with self.lock:
+                self._expire()
+                return Resp(200, {"rows": len(self.table),
+                                  "running": sum(v[2] is None for v in self.table.values())})
+        return error(404, "no such route")
+
+    def _expire(self) -> None:
+        horizon = self.clock.now() - RETENTION
+        for slot in [s for s, v in self.table.items() if v[1] <= horizon]:
+            del self.table[slot]
+
+    def charge(self, req: Req) -> Resp:
+        tenant = tenant_of(req) or "-"
+        try:
+            key = parse_key(req.headers.get("idempotency-key"), max_length=128)
+        except Invalid as exc:
+            return error(400, str(exc))
+        if req.too_large:
+            return error(413, "body too large")
+        try:
+            body = canonical(req.body)
+        except ValueError:
+            return error(400, "the body must be JSON")
+        if key is None:  # lax: no protection asked for, none given
+            answer = self.execute(req, tenant, None, body)
+            if self.flaw == "keyless-twice" and answer.status == 201:
+                self.execute(req, tenant, None, body)
+            return answer
+        slot = (tenant, key[:16] if self.flaw == "truncate-16" else key)
+        fp = fingerprint(req.method, req.target, body)
+        with self.lock:
+            self._expire()
+            found = self.table.get(slot)
+            if found is None:
+                self.table[slot] = (fp, self.clock.now(), None)
+            elif found[0] != fp:
+                return error(422, "key reused with a different request")
+            elif found[2] is None:
+                return error(409, "in progress", **{"Retry-After": "1"})
+            else:
+                return Resp(found[2].status, found[2].body,
+                            {**found[2].headers, "Idempotent-Replayed": "true"})
+        try:
+            return self.execute(req, tenant, key, body, slot)
+        except Exception:
+            with self.lock:
+                self.table.pop(slot, None)
+            return error(500, "charge failed; retry")
+
+    def execute(self, req: Req, tenant: str, key: str | None, body: Any,
+                slot: tuple[str, str] | None = None) -> Resp:
+        stall(req.headers.get("x-test-delay-ms"))
+        if req.headers.get("x-test-fault") == "handler-error":
+            raise RuntimeError("injected handler error")
+        if not valid_amount(body):
+            answer = error(400, "amount must be a positive integer")
+        else:
+            time.sleep(0.01)  # the payment provider
+            charge_id = "ch_" + secrets.token_hex(6)
+            answer = Resp(201, {"id": charge_id, "amount": body["amount"]},
+                          {"Location": f"/charges/{charge_id}"})
+        with self.lock:
+            if answer.status == 201:
+                self.ledger.add({"id": answer.body["id"], "tenant": tenant, "key": key})
+            if slot is not None:
+                self.table[slot] = (self.table[slot][0], self.table[slot][1], answer)
+        return answer
+
+
+if __name__ == "__main__":
+    args = arguments(FLAWS)
+    serve_stdlib(Service(args.flaw).handle, args.host, args.port)

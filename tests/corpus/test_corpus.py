@@ -1,0 +1,134 @@
+"""The corpus of independent correct services (issue 13): the harness must find nothing wrong
+with any of them, and must catch each of their named flaws by the property that flaw breaks.
+
+Every service makes its own choices where the IETF draft and Stripe leave room (README.md);
+a finding on a correct service is therefore either a bug in the service or a check in the
+harness that assumes the reference server's shape.  Neither is hidden here: the zero-findings
+assertions stay, and the message lists every finding.
+
+Bounds: each run is one target process and a fixed scenario list, the explorer gets a fixed
+seed and a few examples, and every test has a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness._outcomes import RunResult
+from harness._runner import RunConfig, run_scenarios
+from harness._toxiproxy import ToxiproxyServer
+from harness.explore import ExploreConfig, explore
+from harness.reports import ReportDirectory
+from scenarios import CATALOG, get_scenario
+from tests.corpus.conftest import corpus_target
+
+SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
+            "query_clock", "upsert_sqlite", "stored_errors")
+SEED = 7
+EXPLORE_EXAMPLES = 4  # below the ci profile's 30: eight services must fit in the budget
+
+# (service, flaw, scenario that catches it, property ids of which one must be named)
+FLAWS = (
+    ("ledger_sqlite", "check-then-insert", "concurrent-retries", ("P1",)),
+    ("ledger_sqlite", "no-lease", "crash-mid-request", ("P9",)),
+    ("two_routes", "fingerprint-no-path", "key-reuse", ("P4",)),
+    ("two_routes", "no-tenant-scope", "tenant-collision", ("P8",)),
+    ("long_poll", "no-fingerprint", "key-reuse", ("P4",)),
+    ("long_poll", "case-insensitive", "distinct-keys", ("P1", "P2")),
+    ("fresh_validation", "short-retention", "late-retry", ("P6",)),
+    ("fresh_validation", "replay-5xx", "handler-error", ("P3", "P9")),
+    ("totals_only", "keyless-twice", "missing-key", ("P7",)),
+    ("totals_only", "truncate-16", "distinct-keys", ("P1", "P2")),
+    ("query_clock", "stuck-on-error", "handler-error", ("P9",)),
+    ("query_clock", "no-cleanup", "bounded-storage", ("P11",)),
+    ("upsert_sqlite", "no-fencing", "zombie-original", ("P1", "P2")),
+    ("upsert_sqlite", "no-replay-header", "key-reuse", ("P3",)),
+    ("stored_errors", "drop-location", "key-reuse", ("P3",)),
+    ("stored_errors", "charge-before-fault", "handler-error", ("P2",)),
+)
+
+
+def _listed(findings: list[dict[str, Any]]) -> str:
+    return "\n".join(f"  {f['scenario']}: {f['property']} {f['message']}" for f in findings)
+
+
+def _findings(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{**f, "scenario": s["name"]} for s in results["scenarios"] for f in s["findings"]]
+
+
+def _run(name: str, flaw: str | None, scenarios: list[str] | None, report_dir: Path,
+         toxiproxy: ToxiproxyServer) -> RunResult:
+    chosen = [get_scenario(n) for n in scenarios] if scenarios else list(CATALOG.values())
+    config = RunConfig(target=corpus_target(name, flaw), scenarios=chosen,
+                       report_dir=report_dir, seed=SEED, toxiproxy=toxiproxy)
+    return run_scenarios(config, [ReportDirectory(report_dir)])
+
+
+def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
+    assert len(SERVICES) >= 8
+    assert {s for s, *_ in FLAWS} == set(SERVICES)
+    targets = {name: corpus_target(name) for name in SERVICES}
+    promises = {name: t.promises for name, t in targets.items()}
+    assert any(len(t.keyed_operations) == 1 for t in targets.values())
+    assert any(len(t.sharing_keys_with(t.keyed_operations[0])) >= 1 for t in targets.values())
+    assert any(p.mismatch_status == 409 for p in promises.values())
+    assert any(p.validation_errors == "not-stored" for p in promises.values())
+    assert any(p.replay_header is None for p in promises.values())
+    assert any(p.in_progress == "wait" for p in promises.values())
+    assert any(p.lease == 30 for p in promises.values())
+    assert any(getattr(t.effects, "keyless", None) is not None
+               and t.effects.keyless.how == "total" for t in targets.values())  # type: ignore[union-attr]
+    assert any(not t.shares_state for t in targets.values())
+    assert any(t.tenant is None for t in targets.values())
+    assert any(t.hooks.clock is not None and "?seconds={seconds}" in t.hooks.clock.path
+               and not t.hooks.clock.body for t in targets.values())
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("name", SERVICES)
+def test_a_correct_service_has_no_finding(name: str, report_dir: Path,
+                                          toxiproxy_server: ToxiproxyServer) -> None:
+    _run(name, None, None, report_dir, toxiproxy_server)
+    results = json.loads((report_dir / "results.json").read_text())
+    assert results["complete"]
+    assert [s["name"] for s in results["scenarios"]] == list(CATALOG)
+    judged = [s for s in results["scenarios"] if s["verdict"] != "n/a"]
+    assert len(judged) >= 8 and all(s["requests"] > 0 for s in judged if not s.get("reason"))
+    findings = _findings(results)
+    assert not findings, f"false findings on the correct service {name}:\n{_listed(findings)}"
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("name", SERVICES)
+def test_the_explorer_finds_nothing_wrong_with_a_correct_service(
+        name: str, report_dir: Path, toxiproxy_server: ToxiproxyServer) -> None:
+    done = explore(ExploreConfig(target=corpus_target(name), max_examples=EXPLORE_EXAMPLES,
+                                 seed=SEED, report_dir=report_dir, shrink_seconds=10,
+                                 toxiproxy=toxiproxy_server))
+    findings = [{"scenario": o.name, "property": f.property, "message": f.message}
+                for o in done.result.outcomes for f in o.findings]
+    assert done.story is None and not findings, (
+        f"the explorer failed the correct service {name}:\n{_listed(findings)}")
+    assert done.result.outcomes and all(o.verdict == "pass" for o in done.result.outcomes), [
+        (o.name, o.verdict, o.reason) for o in done.result.outcomes]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize(("name", "flaw", "scenario", "expected"), FLAWS,
+                         ids=[f"{s}-{f}" for s, f, *_ in FLAWS])
+def test_each_flaw_is_caught_by_the_property_it_breaks(
+        name: str, flaw: str, scenario: str, expected: tuple[str, ...], report_dir: Path,
+        toxiproxy_server: ToxiproxyServer) -> None:
+    result = _run(name, flaw, [scenario], report_dir, toxiproxy_server)
+    (outcome,) = result.outcomes
+    named = sorted({f.property for f in outcome.findings})
+    assert outcome.verdict == "fail" and set(named) & set(expected), (
+        f"{name} --flaw {flaw}: {scenario} gave {outcome.verdict} ({outcome.reason or ''}) with "
+        f"findings {named or 'none'}; expected one of {', '.join(expected)}")
+    assert result.exit_code == 1
+    results = json.loads((report_dir / "results.json").read_text())
+    assert {f["property"] for f in _findings(results)} == set(named)
