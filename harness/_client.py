@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import math
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -23,7 +24,7 @@ import httpx
 import rfc8785
 
 from harness._history import Event, EventType, History
-from harness._target import Promises, Target
+from harness._target import Endpoint, Promises, Target
 
 __all__ = [
     "Client",
@@ -121,6 +122,16 @@ class RetryPolicy:
     max_delay: float = 0.5
     deadline: float = 20.0
 
+    def covering(self, seconds: float) -> RetryPolicy:
+        """This policy stretched to keep retrying for at least ``seconds`` (a promised lease the
+        client must outwait), with backoff up to a few seconds and a few attempts to spare."""
+        if seconds <= 0:
+            return self
+        max_delay = max(self.max_delay, min(5.0, seconds / 20))
+        attempts = self.max_attempts + math.ceil(seconds / (max_delay / 2)) + 3
+        return replace(self, deadline=max(self.deadline, seconds), max_delay=max_delay,
+                       max_attempts=attempts)
+
     def delay(self, attempt: int, retry_after: str | None, rng: random.Random) -> float:
         backoff: float = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
         if retry_after is not None and retry_after.replace(".", "", 1).isdigit():
@@ -143,11 +154,21 @@ class RecordingClient:
     def close(self) -> None:
         self._http.close()
 
+    def operation(self, method: str, path: str) -> Endpoint:
+        """The declared operation ``method path`` (query string aside) belongs to; the primary
+        one for anything else, such as a hostile request."""
+        bare = path.split("?", 1)[0]
+        return next((o for o in self.target.keyed_operations
+                     if o.method.upper() == method.upper() and o.path == bare),
+                    self.target.endpoint)
+
     def prepare(self, request: Request) -> tuple[str, str, bytes, dict[str, str]]:
-        """Method, path, body bytes and headers exactly as they will be sent."""
-        endpoint = self.target.endpoint
-        method = (request.method or endpoint.method).upper()
-        path = request.path or endpoint.path
+        """Method, path, body bytes and headers exactly as they will be sent; the headers a
+        declared operation asks for come from that operation."""
+        primary = self.target.endpoint
+        method = (request.method or primary.method).upper()
+        path = request.path or primary.path
+        endpoint = self.operation(method, path)
         if request.raw_body is not None:
             raw = request.raw_body
         else:
@@ -193,7 +214,8 @@ class RecordingClient:
         except httpx.TransportError as exc:
             return self.history.complete(invocation, "info", error="reset",
                                          value={"detail": str(exc) or type(exc).__name__})
-        return self._completion(invocation, response)
+        return self._record_answer(invocation, response.status_code, dict(response.headers),
+                                   response.content)
 
     def _send_verbatim(self, invocation: Event, method: str, url: str, raw: bytes,
                        headers: dict[str, str], timeout: float | None) -> Event:
@@ -226,10 +248,6 @@ class RecordingClient:
         return self._record_answer(invocation, response.status, dict(response.getheaders()),
                                    content)
 
-    def _completion(self, invocation: Event, response: httpx.Response) -> Event:
-        return self._record_answer(invocation, response.status_code, dict(response.headers),
-                                   response.content)
-
     def _record_answer(self, invocation: Event, status: int, all_headers: Mapping[str, str],
                        content: bytes) -> Event:
         kept = {*_MEANINGFUL_HEADERS}
@@ -243,11 +261,13 @@ class RecordingClient:
             headers=headers,
             body_digest=body_digest(content),
             body=content.decode(errors="replace")[:_BODY_KEPT],
-            resource=self._resource(status, content),
+            resource=self._resource(invocation, status, content),
         )
 
-    def _resource(self, status: int, content: bytes) -> str | None:
-        field_name = self.target.endpoint.resource_field
+    def _resource(self, invocation: Event, status: int, content: bytes) -> str | None:
+        """The created resource's id, read from the field the request's operation names."""
+        operation = self.operation(invocation.method or "", invocation.path or "")
+        field_name = operation.resource_field
         if not field_name or not 200 <= status < 300:
             return None
         try:

@@ -222,6 +222,13 @@ class Deployment:
         """Start instance ``number`` again on the same port, behind the same proxy."""
         self._start_again(self._managed(number))
 
+    def start_again(self, number: int) -> None:
+        """Start instance ``number`` again after it exited by itself; unlike ``restart`` this
+        does not ask for a restartable target: the harness started it and the run goes on."""
+        process = self.instances[number].process
+        if process is not None:
+            self._start_again(process)
+
     def _start_again(self, process: ManagedProcess) -> None:
         with self._process_lock:
             if process.running():

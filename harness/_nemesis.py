@@ -160,6 +160,13 @@ class Nemesis:
         """Record a crash the target performed itself (its crash hook fired)."""
         self.history.record("info", "crash", NEMESIS, value={"how": how, "instance": instance})
 
+    def exited(self, instance: int, code: int, scenario: str) -> None:
+        """Record a target process that ended by itself, neither killed by the nemesis nor
+        crashed through its hook: the checker reports it (a service must not exit on a fault
+        it should survive), so it is written down before anything restarts the process."""
+        self.history.record("info", "exit", NEMESIS,
+                            value={"instance": instance, "code": code, "scenario": scenario})
+
     def restart(self, instance: int = 0) -> None:
         self.deployment.restart(instance)
         self.history.record("info", "restart", NEMESIS, value={"instance": instance})

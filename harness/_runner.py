@@ -108,6 +108,7 @@ def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, con
         error = "the scenario crashed: " + "".join(traceback.format_exception_only(exc)).strip()
     finally:
         context.nemesis.heal_all()
+        context.notice_exits()  # a process that ended by itself is a finding: record it first
         deployment.restart_dead_instances()
     context.collect_effects()
     context.client.close()

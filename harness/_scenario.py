@@ -9,6 +9,7 @@ every scenario runs against any target, or says why it cannot.
 from __future__ import annotations
 
 import random
+import statistics
 import threading
 import time
 import uuid
@@ -20,12 +21,21 @@ from typing import Any
 from harness._client import RecordingClient, Request, RetryPolicy, is_final
 from harness._deployment import Deployment
 from harness._errors import UsageError
-from harness._history import ORACLE, Event, History
+from harness._history import NEMESIS, ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
-from harness._oracle import identities_sent, record_effects
-from harness._target import Target, render_template
+from harness._oracle import identities_sent, record_effects, record_total
+from harness._target import Endpoint, Target, render_template
 
-__all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext"]
+__all__ = ["CAPABILITY_HINTS", "REAL_LEASE_LIMIT", "Pending", "Scenario", "ScenarioContext"]
+
+#: The longest promised lease the harness outwaits in real time when the target has no clock
+#: hook; past it the wait is recorded as not done (``lease-not-waited``), so the checker can
+#: say "unknown" instead of calling a key that is still leased stuck.
+REAL_LEASE_LIMIT = 60.0
+#: Seconds past the lease before the harness counts it as run out on the target's side.
+LEASE_SLACK = 3.0
+#: Retries sent once the lease has run out, so an execution the takeover made is seen.
+RETRIES_AFTER_LEASE = 2
 
 #: Why a capability is missing, in the words of the target file.
 CAPABILITY_HINTS = {
@@ -33,13 +43,14 @@ CAPABILITY_HINTS = {
     "crash": "a crash hook ([hooks.crash]) and a restartable [start]",
     "restart": "a [start] table with restartable = true",
     "slow": "a slow-handler hook ([hooks.slow])",
-    "handler-error": "a handler-error hook ([hooks.handler_error])",
+    "handler-error": "a handler fault ([hooks.handler_error] or [[hooks.handler_errors]])",
     "store-size": "a key-store size hook ([hooks.store_size])",
     "cleanup": "a cleanup hook ([hooks.cleanup])",
     "tenants": "a [tenant] table saying how tenants are expressed",
     "retention": "a promised retention (promises.retention)",
     "lease": "a promised lease (promises.lease)",
     "store-proxy": "a [store_proxy] through which the target reaches its database",
+    "instances": "start.shared_state = true (several processes share one store)",
 }
 
 
@@ -97,6 +108,7 @@ class ScenarioContext:
         self._prefix = f"{deployment.run_id}-{uuid.UUID(int=rng.getrandbits(128)).hex[:6]}"
         self._counter = 0
         self._lock = threading.Lock()
+        self._thread = threading.get_ident()  # the scenario's thread, where exits are noticed
 
     # ---- identities and bodies -------------------------------------------------------------
 
@@ -109,30 +121,85 @@ class ScenarioContext:
         """A tenant unique to this run, or None when the target has no tenants."""
         return f"{name}-{self._prefix}" if self.target.tenant is not None else None
 
-    def body(self, **values: Any) -> Any:
-        """A request body from the target's template with fresh values."""
-        defaults = {"amount": self.rng.randint(100, 99_999), "nonce": uuid.uuid4().hex,
-                    "customer": f"cus_{self.rng.randint(1000, 9999)}"}
-        return render_template(self.target.endpoint.body, {**defaults, **values})
+    def fresh_values(self) -> dict[str, Any]:
+        """New values for every placeholder a body template may use."""
+        return {"amount": self.rng.randint(100, 99_999), "nonce": uuid.uuid4().hex,
+                "customer": f"cus_{self.rng.randint(1000, 9999)}"}
 
-    def request(self, key: str | None, body: Any = None, **fields: Any) -> Request:
+    def body(self, operation: Endpoint | None = None, **values: Any) -> Any:
+        """A request body from the template of ``operation`` (default: the primary one) with
+        fresh values."""
+        template = (operation or self.target.endpoint).body
+        return render_template(template, {**self.fresh_values(), **values})
+
+    def request(self, key: str | None, body: Any = None, *, operation: Endpoint | None = None,
+                **fields: Any) -> Request:
+        """A request with ``key``; with ``operation`` it goes to that declared operation."""
         tenant = fields.pop("tenant", self.tenant())
-        return Request(key=key, tenant=tenant, body=self.body() if body is None else body,
-                       **fields)
+        if operation is not None:
+            fields.setdefault("method", operation.method)
+            fields.setdefault("path", operation.path)
+        return Request(key=key, tenant=tenant,
+                       body=self.body(operation) if body is None else body, **fields)
 
     # ---- sending ---------------------------------------------------------------------------
 
     def send(self, request: Request, *, process: str = "c0", attempt: int = 1,
              timeout: float | None = None, instance: int = 0) -> Event:
+        self._between_steps()
         return self.client.send(request, process=process, attempt=attempt, timeout=timeout,
                                 instance=instance)
 
     def retry_until_answer(self, request: Request, *, first_attempt: int = 2,
-                           process: str = "c0", instance: int = 0) -> list[Event]:
+                           process: str = "c0", instance: int = 0,
+                           policy: RetryPolicy | None = None) -> list[Event]:
         """Retry with the same key, as a careful client does, until a final answer."""
-        return self.client.send_until_answer(request, process=process, policy=self.policy,
-                                             rng=self.rng, first_attempt=first_attempt,
-                                             instance=instance)
+        self._between_steps()
+        return self.client.send_until_answer(request, process=process,
+                                             policy=policy or self.policy, rng=self.rng,
+                                             first_attempt=first_attempt, instance=instance)
+
+    def _between_steps(self) -> None:
+        """Before each step the scenario's own thread takes: notice a process that exited by
+        itself.  Background threads do not look, so a crash the scenario is causing (and will
+        wait for) is never mistaken for one."""
+        if threading.get_ident() == self._thread:
+            self.notice_exits()
+
+    def notice_exits(self) -> list[int]:
+        """Record every target process that exited by itself (``exit``, with its return code)
+        and start it again, so the scenario goes on against a running target; the numbers of
+        the instances that had exited."""
+        exited = self.deployment.exited_by_themselves()
+        for number, code in exited:
+            self.nemesis.exited(number, code, self.scenario.name)
+            self.deployment.start_again(number)
+        return [number for number, _ in exited]
+
+    def send_keyless_alone(self, request: Request, *, process: str = "c0",
+                           attempt: int = 1) -> Event:
+        """Send a request without a key with nothing else running and the total of charges
+        counted just before and just after it: when the target can count keyless charges only
+        as a total, the difference is this request's own."""
+        oracle = self.deployment.oracle
+        assert oracle is not None
+        record_total(self.history, oracle)
+        completion = self.send(request, process=process, attempt=attempt)
+        record_total(self.history, oracle)
+        return completion
+
+    def measure_latency(self, samples: int = 5, *, operation: Endpoint | None = None) -> float:
+        """The median seconds an ordinary request takes (each with a fresh key, labelled
+        ``latency-probe``): how soon after an original its retry must leave to meet it still
+        running, on a target without a slow hook."""
+        took = []
+        for _ in range(samples):
+            started = time.monotonic()
+            answer = self.send(self.request(self.new_key(), operation=operation,
+                                            label="latency-probe"))
+            if answer.status is not None:
+                took.append(time.monotonic() - started)
+        return statistics.median(took) if took else 0.0
 
     def slowed(self, request: Request, slow_ms: int) -> Request:
         """``request`` carrying the target's slow hook, asking for ``slow_ms`` more work."""
@@ -144,27 +211,80 @@ class ScenarioContext:
 
     def send_slowly(self, request: Request, *, slow_ms: int, process: str = "c0") -> Pending:
         """Send ``request`` with the slow hook, in the background, and return once the target
-        reports it in progress: the original that a retry, a lease or a fault should meet."""
+        reports it in progress: the original that a retry, a lease or a fault should meet.  The
+        client waits as long as the handler is slowed, so the original is not cut short."""
         slowed = self.slowed(request, slow_ms)
-        pending = Pending(lambda: self.send(slowed, process=process),
-                          timeout=self.target.client.timeout + slow_ms / 1000 + 5)
+        timeout = max(self.target.client.timeout, slow_ms / 1000 + 5)
+        pending = Pending(lambda: self.send(slowed, process=process, timeout=timeout),
+                          timeout=timeout + 5)
         self.wait_until_in_progress()
         return pending
 
     def converge(self, request: Request, *, first_attempt: int = 2, process: str = "c0",
                  instance: int = 0) -> list[Event]:
-        """Retry until a final answer, as after a crash or an outage: when the key is still
-        claimed by a request that died, let the promised lease run out on the target's clock
-        (when it has a clock hook) instead of waiting for it."""
-        first = self.send(request, process=process, attempt=first_attempt, instance=instance)
-        if self.is_final(first):
-            return [first]
+        """Retry until a final answer, as after a crash or an outage.  While the key is still
+        claimed by a request that died, outwait the promised lease (``outwait_lease``): the
+        retry budget alone may be far shorter than a lease of minutes."""
+        started = time.monotonic()
+        answers = [self.send(request, process=process, attempt=first_attempt, instance=instance)]
+        if not self.is_final(answers[-1]) and not self._claimed(answers[-1]):
+            answers += self.retry_until_answer(request, first_attempt=first_attempt + 1,
+                                               process=process, instance=instance)
+        if not self.is_final(answers[-1]) and self._claimed(answers[-1]):
+            answers += self.outwait_lease(request, since=started,
+                                          first_attempt=(answers[-1].attempt or 1) + 1,
+                                          process=process, instance=instance)
+        return answers
+
+    def _claimed(self, event: Event) -> bool:
+        return event.status == self.target.promises.in_progress_status
+
+    def outwait_lease(self, request: Request, *, since: float, first_attempt: int,
+                      process: str = "c0", instance: int = 0) -> list[Event]:
+        """Retry a key that is claimed by a dead or stalled request until its promised lease
+        has surely run out (``since``: when the claim was made, or later), then a few more.
+
+        With a clock hook the lease runs out on the target's clock at once; without one, a
+        lease up to ``REAL_LEASE_LIMIT`` is outwaited in real time, retrying with backoff; a
+        longer one cannot be, and a ``lease-not-waited`` event says so, so the checker can
+        call the key unknown rather than stuck.  Without a promised lease there is nothing to
+        wait for: the ordinary budget."""
         lease = self.target.promises.lease
-        claimed = first.status == self.target.promises.in_progress_status
-        if claimed and lease is not None and self.target.hooks.clock is not None:
+        clocked = self.target.hooks.clock is not None
+        if lease is None or (not clocked and lease > REAL_LEASE_LIMIT):
+            if lease is not None:
+                self.lease_not_waited(request)
+            return self.retry_until_answer(request, first_attempt=first_attempt,
+                                           process=process, instance=instance)
+        policy = self.policy
+        if clocked:
             self.advance_clock(lease + 1)
-        return [first, *self.retry_until_answer(request, first_attempt=first_attempt + 1,
-                                                process=process, instance=instance)]
+        else:
+            policy = policy.covering(since + lease + LEASE_SLACK - time.monotonic())
+        answers = self.retry_until_answer(request, first_attempt=first_attempt, process=process,
+                                          instance=instance, policy=policy)
+        for _ in range(RETRIES_AFTER_LEASE):
+            time.sleep(self.policy.delay(1, None, self.rng))
+            answers.append(self.send(request, process=process, instance=instance,
+                                     attempt=(answers[-1].attempt or 1) + 1))
+        return answers
+
+    def pass_lease(self, request: Request, *, since: float) -> bool:
+        """Let the promised lease of the claim made at ``since`` run out, for ``request``'s key:
+        advance the target's clock past it (clock hook), or sleep it out in real time when it
+        is at most ``REAL_LEASE_LIMIT``.  False, with a ``lease-not-waited`` event, when
+        neither is possible."""
+        lease = self.target.promises.lease
+        if lease is None:
+            raise UsageError(f"target {self.target.name} promises no lease")
+        if self.target.hooks.clock is not None:
+            self.advance_clock(lease + 1)
+            return True
+        if lease > REAL_LEASE_LIMIT:
+            self.lease_not_waited(request)
+            return False
+        time.sleep(max(0.0, since + lease + LEASE_SLACK - time.monotonic()))
+        return True
 
     def send_through(self, fault: Fault | str, request: Request, *, process: str = "c0",
                      attempt: int = 1, instance: int = 0) -> Event:
@@ -174,10 +294,26 @@ class ScenarioContext:
             return self.send(request, process=process, attempt=attempt, instance=instance,
                              timeout=self.target.client.fault_timeout)
 
+    def lease_not_waited(self, request: Request | None = None) -> None:
+        """Record that the promised lease could not be outwaited (for ``request``'s key, when
+        given), so the checker says "unknown" where only a wait could have decided."""
+        lease = self.target.promises.lease or 0.0
+        self.history.record(
+            "info", "lease-not-waited", NEMESIS,
+            key=request.key if request else None, tenant=request.tenant if request else None,
+            value={"lease": lease,
+                   "reason": f"the promised lease ({lease:g} s) is longer than the "
+                             f"{REAL_LEASE_LIMIT:g} s the harness waits in real time, and the "
+                             "target has no clock hook to advance"},
+        )
+
     def concurrently(self, requests: Sequence[Request], *, instances: Sequence[int] = (0,),
-                     attempt: int = 1, timeout: float | None = None) -> list[Event]:
+                     attempt: int = 1, timeout: float | None = None,
+                     stagger: float = 0.0) -> list[Event]:
         """Release all requests at once (a barrier, not sleeps); spread them over instances.
-        ``timeout`` is each request's (a shorter one while a network fault acts)."""
+        ``timeout`` is each request's (a shorter one while a network fault acts).  With
+        ``stagger`` the n-th request leaves n times that many seconds after the first: retries
+        spread over the original's own running time."""
         barrier = threading.Barrier(len(requests))
         results: list[Event | None] = [None] * len(requests)
         errors: list[BaseException] = []
@@ -185,6 +321,8 @@ class ScenarioContext:
         def worker(position: int, request: Request) -> None:
             try:
                 barrier.wait(timeout=30)
+                if stagger and position:
+                    time.sleep(stagger * position)
                 results[position] = self.send(
                     request, process=f"c{position}", attempt=attempt, timeout=timeout,
                     instance=instances[position % len(instances)],
@@ -202,24 +340,29 @@ class ScenarioContext:
         return [r for r in results if r is not None]
 
     def ensure_instances(self, count: int) -> int:
-        """Run ``count`` target processes when the harness starts the target; how many run."""
-        if self.target.start is not None:
+        """Run ``count`` target processes when the harness starts the target and the target
+        file says its processes share one store (``start.shared_state``); how many run.  Two
+        processes with a store each are two services: a retry sent to the other one is not a
+        retry, and whatever it does proves nothing."""
+        if self.target.start is not None and (count <= 1 or self.target.shares_state):
             self.deployment.ensure_instances(count)
             self.client.urls = [i.url for i in self.deployment.instances]
         return len(self.deployment.instances)
 
-    def wait_until_in_progress(self, *, timeout: float = 5.0) -> None:
-        """Return once the target reports a key in progress (or after a short pause when it
-        cannot say), so the next request meets an original that is still running."""
+    def wait_until_in_progress(self, *, timeout: float = 5.0) -> bool:
+        """Return once the target reports a key in progress (True), or after a short pause when
+        it cannot say (False), so the next request is likely to meet a running original.  Only
+        likely: the checker judges from the recorded times whether it did, never from this."""
         hook = self.target.hooks.store_size
         if hook is None or not hook.in_progress:
             time.sleep(0.3)  # the target cannot say: give the request time to be claimed
-            return
+            return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.deployment.store_size().get("in_progress", 0) > 0:
-                return
+                return True
             time.sleep(0.02)
+        return False
 
     def is_final(self, event: Event) -> bool:
         return is_final(event, self.target.promises)

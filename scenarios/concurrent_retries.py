@@ -1,4 +1,5 @@
-"""A retry storm: many copies of one request, released at the same instant."""
+"""A retry storm: many copies of one request, released at the same instant or spread over the
+time one request takes, so the copies meet the original while it still runs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from harness import Event, Request, Scenario, ScenarioContext
 COPIES = 8
 
 
-def _burst(ctx: ScenarioContext, label: str, instances: tuple[int, ...]) -> None:
+def _burst(ctx: ScenarioContext, label: str, instances: tuple[int, ...],
+           stagger: float = 0.0) -> None:
     request = ctx.request(ctx.new_key(), label=label)
-    answers = ctx.concurrently([request] * COPIES, instances=instances)
+    answers = ctx.concurrently([request] * COPIES, instances=instances, stagger=stagger)
     _settle(ctx, request, answers)
 
 
@@ -25,6 +27,8 @@ def _settle(ctx: ScenarioContext, request: Request, answers: list[Event]) -> Non
 
 def run(ctx: ScenarioContext) -> None:
     _burst(ctx, "burst", (0,))
+    latency = ctx.measure_latency()
+    _burst(ctx, "burst:staggered", (0,), stagger=latency / COPIES)
     with ctx.fault("request-latency"):
         _burst(ctx, "burst:latency", (0,))
     if ctx.ensure_instances(2) >= 2:
@@ -38,17 +42,21 @@ SCENARIO = Scenario(
     story=(
         "A mobile client on a bad network fires the same charge again and again; a load "
         "balancer retries it on another server; a queue redelivers it. The copies arrive at the "
-        "same instant. If the server checks for the key and then inserts it as two separate "
-        "steps, several copies pass the check before any of them inserts, and each one charges "
-        "the card. A correct server claims the key atomically: exactly one copy runs, the others "
-        "are told it is in progress (409) or get the stored response."
+        "same instant, or one after another while the first is still being handled. If the "
+        "server checks for the key and then inserts it as two separate steps, several copies "
+        "pass the check before any of them inserts, and each one charges the card. A correct "
+        "server claims the key atomically: exactly one copy runs, the others are told it is in "
+        "progress (409) or get the stored response."
     ),
     properties=("P1", "P2", "P3", "P5"),
     plan=(
         f"release {COPIES} identical requests with one fresh key at once (a barrier)",
-        "again, with 300 ms ± 100 ms of upstream latency on every connection",
-        "again, spread over two target processes sharing one store (when the harness starts the "
-        "target)",
+        "measure how long an ordinary request takes (the median of a few, each with a fresh "
+        f"key); release {COPIES} copies of a new request spread evenly over that time, so "
+        "they arrive while the first still runs",
+        "again at once, with 300 ms ± 100 ms of upstream latency on every connection",
+        "again, spread over two target processes, only when the target file says its "
+        "processes share one store (start.shared_state); otherwise one process is the service",
         "every copy that was told 'in progress' retries until it gets the final answer",
         "check: one charge per key; every success names it; the others got 409 or the replay",
     ),

@@ -37,7 +37,9 @@ SCENARIO = Scenario(
         "for each crash point the target offers (after the claim, after the work, before the "
         "response): send a charge that makes the target die there, then restart it",
         "retry with the same key until a final answer; while the key is still claimed by the "
-        "dead request, advance the target's clock past the promised lease (with a clock hook)",
+        "dead request, outwait the promised lease: advance the target's clock past it (clock "
+        "hook), or keep retrying with backoff in real time until it has run out and a few "
+        "times more (a lease up to a minute), or record that it could not be waited for",
         "check: exactly one charge per key, and no key in progress past the lease",
     ),
     run=run,

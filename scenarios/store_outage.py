@@ -54,6 +54,8 @@ SCENARIO = Scenario(
         "the same, but the database stops answering, so the commit's outcome is unknown to the "
         "server",
         "take the database proxy down, send two charges, bring it back, retry both",
+        "every retry outwaits the promised lease while the key is still claimed (see "
+        "crash-mid-request)",
         "check: only 2xx, replays, 409 or 503 while the store failed; then exactly one charge "
         "per key and no key stuck",
     ),

@@ -105,7 +105,7 @@ def test_a_bad_target_file_exits_2_naming_the_field_and_the_fix(
 def test_a_remote_target_is_refused_without_the_flag(env: dict[str, str], tmp_path: Path) -> None:
     target = tmp_path / "remote.toml"
     target.write_text('name = "x"\nurl = "http://192.0.2.10:80"\n[effects]\nkind = "http"\n'
-                      'url = "/e"\n')
+                      'url = "/e"\nquery = { key = "{key}" }\n')
     done = harness(env, "run", "--target", str(target), "--report-dir", str(tmp_path / "r"))
     assert done.returncode == 2
     assert "not a loopback address" in done.stderr and "--allow-remote" in done.stderr

@@ -1,0 +1,104 @@
+"""What key-reuse, distinct-keys and bad-input send, read from the history they record."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness import Event, ScenarioContext
+from scenarios import CATALOG, bad_input, distinct_keys, key_reuse
+from tests.scenarios.fakes import completion, context, invokes, sent_body, target
+
+TWO_OPERATIONS = {
+    "operations": [
+        {"name": "charge", "path": "/charges",
+         "body": {"amount": "{amount}", "meta": {"order": "{nonce}", "channel": "web"}}},
+        {"name": "refund", "path": "/refunds", "body": {"amount": "{amount}"}},
+        {"name": "payout", "path": "/payouts", "body": {"amount": "{amount}"},
+         "key_scope": "payouts"},
+    ],
+}
+
+
+def by_label(ctx: ScenarioContext) -> dict[str | None, Event]:
+    return {e.label: e for e in invokes(ctx)}
+
+
+def test_key_reuse_probes_only_declared_operations() -> None:
+    ctx, _ = context(target(**TWO_OPERATIONS))
+    key_reuse.run(ctx)
+    sent = invokes(ctx)
+    declared = {("POST", "/charges"), ("POST", "/refunds")}
+    assert {(e.method, (e.path or "").split("?")[0]) for e in sent} <= declared
+    labels = by_label(ctx)
+    original = labels["original"]
+    assert labels["reuse:operation"].path == "/refunds"  # same key scope; never /payouts
+    assert labels["reuse:operation"].key == original.key
+    assert labels["reuse:query"].path == "/charges?idem_probe=1"
+    nested = sent_body(labels["reuse:nested-field"])
+    first = sent_body(original)
+    assert nested["meta"]["order"] != first["meta"]["order"]
+    assert {**nested, "meta": {**nested["meta"], "order": 0}} == {
+        **first, "meta": {**first["meta"], "order": 0}}
+    assert sent_body(labels["reuse:body"]) != first
+    pair = [e for e in sent if e.label == "reuse:concurrent"]
+    assert len(pair) == 2 and pair[0].key == pair[1].key != original.key
+    assert pair[0].fingerprint != pair[1].fingerprint
+    assert abs(pair[0].time - pair[1].time) < 0.05
+    assert "same:reordered" in labels
+
+
+def test_key_reuse_varies_a_top_level_field_without_nesting_and_has_no_other_operation() -> None:
+    ctx, _ = context(target())
+    key_reuse.run(ctx)
+    labels = by_label(ctx)
+    assert "reuse:operation" not in labels and "reuse:nested-field" not in labels
+    changed = sent_body(labels["reuse:field"])
+    first = sent_body(labels["original"])
+    assert sum(changed[name] != first[name] for name in first) == 1
+    assert {e.method for e in invokes(ctx)} == {"POST"}
+
+
+def test_distinct_keys_is_registered_and_sends_pairs_that_differ_in_one_way() -> None:
+    assert CATALOG["distinct-keys"] is distinct_keys.SCENARIO
+    ctx, _ = context(target(key={"max_length": 64, "pattern": "[A-Za-z0-9_.-]+"}))
+    distinct_keys.run(ctx)
+    sent = invokes(ctx)
+    groups: dict[str, set[str]] = {}
+    for event in sent:
+        assert event.label and event.label.startswith("distinct:")
+        assert ctx.target.key.accepts(event.key or "")
+        assert completion(ctx, event).status == 201  # each retried until answered
+        groups.setdefault(event.label, set()).add(event.key or "")
+    lower, upper = sorted(groups["distinct:case"], key=str.isupper)
+    assert lower != upper and lower.lower() == upper.lower()
+    first, second = sorted(groups["distinct:long-prefix"])
+    assert len(first) == len(second) == 64 and first[:-1] == second[:-1]
+    assert {k[-2] for k in groups["distinct:punctuation"]} == {"-", "_", "."}
+    assert len({e.body for e in sent}) == len(sent)  # each key its own body
+
+
+def test_distinct_keys_sends_only_what_the_rules_accept() -> None:
+    ctx, _ = context(target(key={"max_length": 0, "pattern": "[a-z0-9-]+"}))
+    distinct_keys.run(ctx)
+    labels = Counter(e.label for e in invokes(ctx))
+    assert labels == Counter({"distinct:long-prefix": 2})
+    assert {len(e.key or "") for e in invokes(ctx)} == {255}
+
+
+def test_bad_input_calls_a_key_hostile_only_when_the_declared_rules_reject_it() -> None:
+    ctx, _ = context(target(key={"max_length": 0}))
+    bad_input.run(ctx)
+    labels = {e.label for e in invokes(ctx)}
+    assert {"hostile:empty-key", "hostile:control-character"} <= labels
+    assert not {"hostile:key-too-long", "hostile:non-ascii", "hostile:sql-fragment"} & labels
+    assert {"odd-key:long-key", "odd-key:non-ascii", "odd-key:sql-fragment"} <= labels
+
+
+def test_bad_input_with_declared_length_and_pattern() -> None:
+    ctx, _ = context(target(key={"max_length": 80, "pattern": "[ -~]+"}))
+    bad_input.run(ctx)
+    sent = {e.label: e for e in invokes(ctx)}
+    assert len(sent["hostile:key-too-long"].key or "") == 81
+    assert "hostile:non-ascii" in sent and "odd-key:sql-fragment" in sent
+    odd = [e for e in invokes(ctx) if (e.label or "").startswith("odd-key")]
+    assert all(completion(ctx, e).status == 201 for e in odd)
