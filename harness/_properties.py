@@ -189,6 +189,7 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
     promises = options.promises
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
+        yield from _released_error_replayed(view, shown, attempts, options)
         first = attempts[0]
         marked = first.completion is not None and promises.marks_replay(first.completion.headers)
         if (marked and first.ok and first.invoke.attempt == 1
@@ -208,6 +209,30 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
                 if fingerprint != reference_fp or len(finals) < 2:
                     continue
                 yield from _replays_match(view, shown, finals, options)
+
+
+def _released_error_replayed(view: View, shown: str, attempts: list[Attempt],
+                             options: CheckOptions) -> Iterator[Finding]:
+    """With ``errors = "release"`` a failed handler's 5xx is not stored: a retry must run
+    again, not receive the same error (marked as a replay, or every time)."""
+    if options.promises.errors != "release":
+        return
+    for failed in (a for a in attempts if a.label.startswith("handler:")):
+        if failed.status is None or failed.status < 500:
+            continue
+        retries = [a for a in attempts if a.invoke.time > failed.end_time and a.answered]
+        same = [a for a in retries if a.status == failed.status and a.digest == failed.digest]
+        marked = [a for a in same if a.completion is not None
+                  and options.promises.marks_replay(a.completion.headers)]
+        if marked or (same and len(same) == len(retries)):
+            yield Finding("P3", shown,
+                          f"after the handler failed with {failed.status}, {len(same)} retries "
+                          f"of key {shown} got the same {failed.status} back"
+                          + (" marked as a replay" if marked else "")
+                          + ": the target promises to release the key after an error "
+                            "(errors = \"release\"), so a retry must run again",
+                          view.evidence([failed, *same[:3]]))
+            return
 
 
 def _replays_match(view: View, shown: str, finals: list[Attempt],
@@ -282,6 +307,7 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                                f"IETF draft says {DRAFT_MISMATCH}")
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
+        yield from _refused_as_a_reuse_at_once(view, identity, attempts, options)
         for epoch in view.epochs(attempts, promises.retention):
             # Reuse is judged against the first answer the target stored: before it (a lost
             # request, a refusal, a released error) the key may still be free.
@@ -318,6 +344,39 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                            else ""),
                         view.evidence([original, attempt]),
                     )
+
+
+def _refused_as_a_reuse_at_once(view: View, identity: Identity, attempts: list[Attempt],
+                                options: CheckOptions) -> Iterator[Finding]:
+    """A key refused as reused on its very first request, with nothing else racing it: the
+    server took it for another key (case folded, cut short, punctuation dropped).  Another
+    tenant's use of the same key is P8's to judge."""
+    promises = options.promises
+    first = attempts[0]
+    if (first.status != promises.mismatch_status
+            or promises.mismatch_status == promises.in_progress_status
+            or any(a.invoke.time < first.end_time for a in attempts[1:])):
+        return
+    tenant, key = identity
+    if key is None or any(i[1] == key and i[0] != tenant for i in view.by_identity):
+        return
+    earlier = [i[1] for i, a in view.by_identity.items()
+               if i[0] == tenant and i[1] and i[1] != key and a[0].invoke.time < first.invoke.time]
+    like = [k for k in earlier if _look_alike(k, key)]
+    hint = f" (sent before it: {like[-1]!r})" if like else ""
+    yield Finding("P4", describe_identity(identity),
+                  f"key {describe_identity(identity)} was refused with {first.status} on its "
+                  f"very first request, as if it reused another key{hint}: the server takes "
+                  "two different keys for one", view.evidence([first]))
+
+
+def _look_alike(one: str, other: str) -> bool:
+    """Keys a careless store could merge: equal but for case or punctuation, or sharing a
+    long prefix."""
+    def folded(k: str) -> str:
+        return "".join(c for c in k.lower() if c.isalnum())
+
+    return folded(one) == folded(other) or (len(one) > 16 and one[:16] == other[:16])
 
 
 def _only_query_differs(original: Attempt, reuse: Attempt) -> bool:
@@ -589,6 +648,11 @@ def _incidents(view: View) -> list[_Incident]:
         )
         boundary = crash.time
         incidents.append(_Incident("the crash", crash, crash, cut_off))
+    for attempt in view.attempts:
+        if attempt.label.startswith("handler:") and attempt.completion is not None:
+            what = f"the handler error ({attempt.label.removeprefix('handler:')})"
+            incidents.append(_Incident(what, attempt.completion, attempt.completion,
+                                       frozenset({attempt.identity})))
     for fault, heal in view.fault_windows:
         if fault.value.get("where") != "store":
             continue

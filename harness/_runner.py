@@ -18,6 +18,7 @@ from harness._deployment import Deployment
 from harness._errors import HarnessError
 from harness._findings import Finding, merge_verdicts
 from harness._history import Event, History
+from harness._interrupts import Interrupted
 from harness._outcomes import (
     Handler,
     RunEvent,
@@ -62,9 +63,13 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
         for handler in handlers:
             handler.handle(event)
 
-    def result(outcomes: list[ScenarioOutcome], *, complete: bool) -> RunResult:
+    planned = tuple(s.name for s in config.scenarios)
+
+    def result(outcomes: list[ScenarioOutcome], *, complete: bool,
+               stopped_by: str | None = None) -> RunResult:
         return RunResult(config.target, tuple(outcomes), seed, started_at, config.report_dir,
-                         config.retry_horizon, time.monotonic() - clock, complete)
+                         config.retry_horizon, time.monotonic() - clock, complete,
+                         planned=planned, stopped_by=stopped_by)
 
     emit(RunStarted(config.target, tuple(s.name for s in config.scenarios), seed,
                     config.report_dir))
@@ -73,16 +78,21 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     outcomes: list[ScenarioOutcome] = []
     toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                          else start_toxiproxy(log_dir=workdir))
-    with toxiproxy_context as toxiproxy, Deployment(
-        config.target, toxiproxy=toxiproxy, workdir=workdir, instances=config.instances,
-        allow_remote=config.allow_remote,
-    ) as deployment:
-        for position, scenario in enumerate(config.scenarios):
-            emit(ScenarioStarted(scenario.name, position, len(config.scenarios)))
-            outcome = _run_one(scenario, deployment, random.Random(f"{seed}:{scenario.name}"),
-                               config, emit)
-            outcomes.append(outcome)
-            emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
+    try:
+        with toxiproxy_context as toxiproxy, Deployment(
+            config.target, toxiproxy=toxiproxy, workdir=workdir, instances=config.instances,
+            allow_remote=config.allow_remote,
+        ) as deployment:
+            for position, scenario in enumerate(config.scenarios):
+                emit(ScenarioStarted(scenario.name, position, len(config.scenarios)))
+                outcome = _run_one(scenario, deployment,
+                                   random.Random(f"{seed}:{scenario.name}"), config, emit)
+                outcomes.append(outcome)
+                emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
+    except Interrupted as stop:  # the children are stopped; say what finished, as incomplete
+        final = result(outcomes, complete=False, stopped_by=stop.signal_name)
+        emit(RunFinished(final))
+        return final
     final = result(outcomes, complete=True)
     emit(RunFinished(final))
     return final

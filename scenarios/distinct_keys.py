@@ -42,8 +42,12 @@ def _groups(ctx: ScenarioContext) -> Iterator[tuple[str, tuple[str, ...]]]:
 
 def run(ctx: ScenarioContext) -> None:
     for kind, keys in _groups(ctx):
+        # One body for the whole group: a store that merges the keys then replays the first
+        # key's answer to the second (a charge that never happened, P2) instead of refusing it
+        # as a reuse; a refusal on a first request is judged too (P4).
+        body = ctx.body()
         for key in keys:
-            request = ctx.request(key, label=f"distinct:{kind}")
+            request = ctx.request(key, body, label=f"distinct:{kind}")
             ctx.retry_until_answer(request, first_attempt=1, process=f"c-{kind}")
 
 
@@ -57,17 +61,19 @@ SCENARIO = Scenario(
         "'order_1'. To the protocol these are different keys. A store with a case-insensitive "
         "collation, a key column shorter than the keys it is sent, or a normaliser that "
         "strips punctuation makes them one key: the second client gets the first client's "
-        "stored response, believes its own charge happened, and it never did."
+        "stored response, believes its own charge happened, and it never did; or it is "
+        "refused as if it had reused the other client's key."
     ),
-    properties=("P1", "P2", "P3"),
+    properties=("P1", "P2", "P3", "P4"),
     plan=(
-        "send two keys that differ only in letter case, each with its own body, each until "
+        "send two keys that differ only in letter case, with the same body, each until "
         "answered",
         "send two keys of the longest declared length (255 when none is declared) that differ "
         "only in the last character",
         "send keys that differ only in punctuation ('-', '_', '.')",
         "only keys the declared key rules accept are sent",
-        "check: one charge per key, and each key's answers name its own charge",
+        "check: one charge per key, each key's answers name its own charge, and no key is "
+        "refused as a reuse of another on its first request",
     ),
     run=run,
 )

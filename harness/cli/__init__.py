@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from harness._processes import stop_children_on_sigterm
+from harness._interrupts import interrupt_on_signals
 from harness.cli._catalog import explain, list_scenarios
 from harness.cli._demo import demo
 from harness.cli._explore import explore_command, replay_command
@@ -20,7 +20,7 @@ __all__ = ["main"]
 @click.version_option(package_name="idem-harness")
 def main() -> None:
     """Fault-injection harness for HTTP idempotency keys."""
-    stop_children_on_sigterm()
+    interrupt_on_signals()
 
 
 for command in (run, check, list_scenarios, explain, matrix, serve, demo, load,

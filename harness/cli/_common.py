@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -14,6 +15,7 @@ import click
 
 from harness._durations import parse_duration
 from harness._errors import HarnessError
+from harness._interrupts import Interrupted
 
 __all__ = ["DURATION", "EXIT_FINDINGS", "EXIT_PASS", "EXIT_USAGE", "REPORT_DIR", "F",
            "default_report_dir", "translate_errors"]
@@ -23,7 +25,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def translate_errors(command: F) -> F:
-    """Show a ``HarnessError`` as its message (which says how to fix it) and exit 2."""
+    """Show a ``HarnessError`` as its message (which says how to fix it) and exit 2; an
+    interruption exits 130 (SIGINT) or 143 (SIGTERM), without a traceback."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -32,6 +35,11 @@ def translate_errors(command: F) -> F:
         except HarnessError as exc:
             click.secho(f"error: {exc}", fg="red", err=True)
             sys.exit(EXIT_USAGE)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as ``Interrupted``
+            stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+            click.secho(f"stopped: {stopped}; what finished is in the report, marked "
+                        "incomplete", fg="yellow", err=True)
+            sys.exit(stopped.exit_code)
 
     return wrapper  # type: ignore[return-value]
 

@@ -287,3 +287,68 @@ def test_a_count_below_the_resources_answered_makes_p1_unknown() -> None:
     result = story.check("P1")
     assert result.results["P1"].verdict == "unknown"
     assert "the count cannot be trusted" in (result.results["P1"].reason or "")
+
+
+# ---- handler errors (flaw 4) and keys that must stay distinct (flaw 2) ----------------------
+
+
+def test_a_key_stuck_in_progress_after_a_handler_error_is_a_safety_finding() -> None:
+    story = Story()
+    story.attempt("k1", 500, label="handler:exception-before-work")
+    story.clock(60)  # past the 30 s lease
+    story.attempt("k1", 409, attempt=2, label="retry")
+    story.attempt("k1", 409, attempt=3, label="retry")
+    story.effects("k1", 0)
+    result = story.check("P9")
+    [finding] = result.findings
+    assert finding.klass == "safety" and "stuck for good" in finding.message
+    assert "handler error (exception-before-work)" in finding.message
+
+
+def test_a_handler_error_whose_retry_runs_once_is_fine() -> None:
+    story = Story()
+    story.attempt("k1", 500, label="handler:exception-before-work")
+    story.attempt("k1", 201, attempt=2, label="retry", resource="ch_1")
+    story.effects("k1", 1, ids=["ch_1"])
+    assert findings(story, "P9") == [] and findings(story, "P3") == []
+
+
+def test_a_released_error_that_is_replayed_is_a_conformance_finding() -> None:
+    story = Story()
+    story.attempt("k1", 500, label="handler:error-answer", digest="boom")
+    story.attempt("k1", 500, attempt=2, label="retry", digest="boom")
+    story.attempt("k1", 500, attempt=3, label="retry", digest="boom")
+    story.effects("k1", 0)
+    [message] = findings(story, "P3")
+    assert "got the same 500 back" in message and "errors = \"release\"" in message
+
+
+def test_a_stored_error_replayed_is_what_store_promises() -> None:
+    story = Story()
+    story.attempt("k1", 500, label="handler:error-answer", digest="boom")
+    story.attempt("k1", 500, attempt=2, label="retry", digest="boom",
+                  headers={"idempotent-replayed": "true"})
+    story.effects("k1", 0)
+    promises = REFERENCE_PROMISES.model_copy(update={"errors": "store"})
+    assert findings(story, "P3", promises=promises) == []
+
+
+def test_a_new_key_refused_as_a_reuse_on_its_first_request_is_a_finding() -> None:
+    story = Story()
+    story.attempt("order-abc-key", 201, resource="ch_1")
+    story.attempt("order-abc-KEY", 422, fingerprint="fp-a")
+    story.effects("order-abc-key", 1, ids=["ch_1"])
+    story.effects("order-abc-KEY", 0)
+    [message] = findings(story, "P4")
+    assert "refused with 422 on its very first request" in message
+    assert "'order-abc-key'" in message
+
+
+def test_a_key_that_lost_a_race_with_itself_is_not_refused_at_once() -> None:
+    story = Story()
+    first = story.invoke("k1", fingerprint="fp-a")
+    second = story.invoke("k1", fingerprint="fp-b")
+    story.answer(first, 422)
+    story.answer(second, 201, resource="ch_1")
+    story.effects("k1", 1, ids=["ch_1"])
+    assert findings(story, "P4") == []

@@ -168,3 +168,40 @@ def test_a_bad_flaw_or_store_is_refused_before_anything_starts(tmp_path: Path, f
     )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_run_says_incomplete_everywhere(env: dict[str, str], tmp_path: Path,
+                                                       signame: str, code: int) -> None:
+    import os
+    import signal
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--reference", "--scenario", "key-reuse",
+         "--scenario", "in-flight-retry", "--scenario", "late-retry",
+         "--report-dir", str(tmp_path)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    assert process.stderr is not None
+    seen = []
+    try:
+        for _, line in zip(range(400), process.stderr, strict=False):
+            seen.append(line)
+            if "key-reuse" in line and "[1/3]" in line:
+                break
+        else:
+            pytest.fail("the run never reported its first scenario:\n" + "".join(seen))
+        os.killpg(process.pid, getattr(signal, signame))  # Ctrl-C reaches the whole group
+        rest = process.stderr.read()
+        assert process.wait(timeout=60) == code, rest
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert "Traceback" not in rest and "INCOMPLETE" in rest
+    data = results(tmp_path)
+    assert data["verdict"] == "incomplete" and data["stopped_by"] == signame
+    assert "late-retry" in data["unfinished"]
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and int(suite.get("errors", 0)) >= 1
+    assert "INCOMPLETE" in (tmp_path / "index.html").read_text()
