@@ -7,6 +7,7 @@ meant for a client's request never blinds the judge or the clock.
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import uuid
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness._errors import ServiceError, UsageError
+from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
 from harness._processes import ManagedProcess
@@ -49,6 +50,22 @@ class Instance:
     def url(self) -> str:
         """Where clients send requests: through the proxy."""
         return self.proxy.url
+
+
+def _check_answers(url: str, source: str) -> None:
+    """A running target must accept connections before the first scenario: otherwise every
+    scenario would spend its retries on a service that is not there."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=3):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ServiceUnavailable(
+            f"the service at {url}", f"it does not answer ({reason.lower()})",
+            f"start it first, or give a [start] table in {source} so the harness starts it",
+        ) from exc
 
 
 class Deployment:
@@ -127,6 +144,7 @@ class Deployment:
             assert self.target.url is not None
             direct_url = self.target.url.rstrip("/")
             require_loopback(direct_url, allow_remote=self.allow_remote)
+            _check_answers(direct_url, self.target.source)
         else:
             require_loopback(start.host, allow_remote=self.allow_remote)
             port = free_port(start.host)

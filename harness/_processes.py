@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mirakuru import HTTPExecutor, TCPExecutor
-from mirakuru.exceptions import ExecutorError
+from mirakuru.exceptions import ExecutorError, ProcessExitedWithError, TimeoutExpired
 
 from harness._errors import ServiceUnavailable
 
@@ -102,9 +103,9 @@ class ManagedProcess:
             self.kill()
             raise ServiceUnavailable(
                 self.name,
-                f"it did not become ready ({exc}); last lines of {self.log_path}:\n"
+                f"{_why_not_ready(exc, self._start_timeout)}; last lines of {self.log_path}:\n"
                 + self.log_tail(),
-                f"run the command by hand to see why: {' '.join(self.command)}",
+                f"run the command by hand to see why: {shlex.join(self.command)}",
             ) from exc
         self._executor = executor
         self._group = executor.process.pid if executor.process else None  # mirakuru: setsid
@@ -170,6 +171,15 @@ class ManagedProcess:
 
     def __repr__(self) -> str:
         return f"<ManagedProcess {self.name} pid={self.pid}>"
+
+
+def _why_not_ready(exc: BaseException, timeout: float) -> str:
+    """The start failure in a person's words, not the executor's repr."""
+    if isinstance(exc, ProcessExitedWithError):
+        return f"the command exited with code {exc.exit_code} before it was ready"
+    if isinstance(exc, TimeoutExpired):
+        return f"it was not ready within {timeout:g} s"
+    return f"it could not be started ({exc})"
 
 
 def stop_children_on_sigterm() -> None:

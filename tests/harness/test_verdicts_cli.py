@@ -205,3 +205,29 @@ def test_an_interrupted_run_says_incomplete_everywhere(env: dict[str, str], tmp_
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None and int(suite.get("errors", 0)) >= 1
     assert "INCOMPLETE" in (tmp_path / "index.html").read_text()
+
+
+def _target_file(tmp_path: Path, where: str) -> Path:
+    path = tmp_path / "target.toml"
+    path.write_text(f'name = "absent"\n{where}\n[effects]\nkind = "http"\nurl = "/effects"\n'
+                    'query = { key = "{key}" }\n')
+    return path
+
+
+@pytest.mark.parametrize(("where", "expected"), [
+    ('url = "http://127.0.0.1:9"',
+     "the service at http://127.0.0.1:9 is unavailable: it does not answer (connection refused)"),
+    ('[start]\ncommand = ["sh", "-c", "exit 7", "{port}"]',
+     "the command exited with code 7 before it was ready"),
+])
+def test_a_target_that_is_not_there_stops_the_run_at_once(env: dict[str, str], tmp_path: Path,
+                                                          where: str, expected: str) -> None:
+    import time
+
+    started = time.monotonic()
+    done = harness(env, "run", "--target", str(_target_file(tmp_path, where)),
+                   "--report-dir", str(tmp_path / "r"), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert expected in done.stderr and "Traceback" not in done.stderr
+    assert "<" not in done.stderr.split("fix:")[0], "no executor repr in the message"
+    assert time.monotonic() - started < 30
