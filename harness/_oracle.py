@@ -198,6 +198,10 @@ class RecorderOracle:
 
     def count(self, tenant: str | None, key: str | None) -> EffectCount:
         effects = self.recorder.effects(tenant, key)
+        if key is not None and not key.isascii():
+            # Servers that read header bytes as ISO-8859-1 (WSGI, Node) report a UTF-8 key in
+            # that spelling: the same key, which the count must not miss.
+            effects += self.recorder.effects(tenant, key.encode().decode("latin-1"))
         ids = tuple(e.id for e in effects if e.id is not None)
         return EffectCount(len(effects), ids if len(ids) == len(effects) else None)
 

@@ -758,8 +758,12 @@ def bad_input(view: View, options: CheckOptions) -> Iterator[Finding]:
                       + (f" during {during}" if during else "")
                       + ": nothing killed it, and every request in flight was lost with it",
                       view.evidence([], exit_event.index))
-    for fake in (a for a in view.attempts if a.label == "fake-replay"):
-        yield from _forged_replay(view, fake, options)
+    forged: dict[Identity, list[Attempt]] = defaultdict(list)
+    for attempt in (a for a in view.attempts if a.label == "fake-replay"):
+        forged[attempt.identity].append(attempt)
+    for attempts in forged.values():  # judged once per key, by its last answer
+        answered = [a for a in attempts if a.answered] or attempts
+        yield from _forged_replay(view, answered[-1], options)
 
 
 def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Finding]:
@@ -767,6 +771,9 @@ def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Fi
     declared rules) and charge nothing."""
     what = attempt.label.removeprefix("hostile:")
     status = attempt.status
+    if (attempt.invoke.key == "" and options.promises.mode == "lax" and attempt.ok
+            and not (view.effects.get(attempt.identity) and view.effects[attempt.identity].count)):
+        return  # lax: an empty key read as no key is processed like a request without one
     key_rules = options.key.invalid_status
     bad_key = attempt.invoke.key_header is not None and attempt.invoke.key is not None and (
         not options.key.accepts(attempt.invoke.key) or attempt.invoke.key == "")

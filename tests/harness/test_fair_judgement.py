@@ -352,3 +352,39 @@ def test_a_key_that_lost_a_race_with_itself_is_not_refused_at_once() -> None:
     story.answer(second, 201, resource="ch_1")
     story.effects("k1", 1, ids=["ch_1"])
     assert findings(story, "P4") == []
+
+
+def test_an_empty_key_processed_as_no_key_is_fine_in_lax_mode() -> None:
+    story = Story()
+    story.attempt("", 201, resource="ch_1", label="hostile:empty-key", key_header="")
+    story.effects("", 0)
+    lax = REFERENCE_PROMISES.model_copy(update={"mode": "lax"})
+    assert findings(story, "P10", promises=lax) == []
+    assert findings(story, "P10") != []  # strict: an empty key must be refused
+
+
+def test_a_forged_replay_header_is_judged_once_per_key_by_its_last_answer() -> None:
+    story = Story()
+    story.attempt("k1", None, label="fake-replay")
+    story.attempt("k1", 409, attempt=2, label="fake-replay")
+    story.attempt("k1", 409, attempt=3, label="fake-replay")
+    story.effects("k1", 0)
+    [message] = findings(story, "P10")
+    assert "attempt 3: 409" in message
+
+
+def test_the_recorder_counts_a_utf8_key_reported_in_latin1() -> None:
+    import httpx
+
+    from harness._oracle import RecorderOracle
+    from harness._recorder import Recorder
+
+    oracle = RecorderOracle(Recorder())
+    try:
+        key = "order-clé-鍵"
+        seen_by_node = key.encode().decode("latin-1")
+        httpx.post(oracle.recorder.url + "/effects",
+                   json={"tenant": "t1", "key": seen_by_node, "id": "ch_1"})
+        assert oracle.count("t1", key).count == 1
+    finally:
+        oracle.close()
