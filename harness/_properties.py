@@ -18,14 +18,13 @@ from harness._client import is_final
 from harness._durations import format_duration
 from harness._findings import Finding, Note
 from harness._history import Event
+from harness._target import LEASE_SLACK
 
 __all__: list[str] = []
 
 DRAFT_MISSING_KEY = 400
 DRAFT_MISMATCH = 422
 DRAFT_IN_PROGRESS = 409
-#: Seconds of slack for a lease: the target's lease clock and ours are not the same clock.
-LEASE_SLACK = 2.0
 
 
 def _effects(view: View, identity: Identity) -> EffectsSeen:

@@ -24,16 +24,13 @@ from harness._errors import UsageError
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
 from harness._oracle import identities_sent, record_effects, record_total
-from harness._target import Endpoint, Target, render_template
+from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, Endpoint, Target, render_template
 
-__all__ = ["CAPABILITY_HINTS", "REAL_LEASE_LIMIT", "Pending", "Scenario", "ScenarioContext"]
+__all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext"]
 
-#: The longest promised lease the harness outwaits in real time when the target has no clock
-#: hook; past it the wait is recorded as not done (``lease-not-waited``), so the checker can
-#: say "unknown" instead of calling a key that is still leased stuck.
-REAL_LEASE_LIMIT = 60.0
-#: Seconds past the lease before the harness counts it as run out on the target's side.
-LEASE_SLACK = 3.0
+#: Seconds past the lease before the harness counts it as run out on the target's side: past
+#: the checker's own slack, so a retry it sends counts as after the lease.
+PAST_THE_LEASE = LEASE_SLACK + 1.0
 #: Retries sent once the lease has run out, so an execution the takeover made is seen.
 RETRIES_AFTER_LEASE = 2
 
@@ -250,17 +247,16 @@ class ScenarioContext:
         call the key unknown rather than stuck.  Without a promised lease there is nothing to
         wait for: the ordinary budget."""
         lease = self.target.promises.lease
-        clocked = self.target.hooks.clock is not None
-        if lease is None or (not clocked and lease > REAL_LEASE_LIMIT):
+        if lease is None or not self.target.lease_can_run_out:
             if lease is not None:
                 self.lease_not_waited(request)
             return self.retry_until_answer(request, first_attempt=first_attempt,
                                            process=process, instance=instance)
         policy = self.policy
-        if clocked:
+        if self.target.hooks.clock is not None:
             self.advance_clock(lease + 1)
         else:
-            policy = policy.covering(since + lease + LEASE_SLACK - time.monotonic())
+            policy = policy.covering(since + lease + PAST_THE_LEASE - time.monotonic())
         answers = self.retry_until_answer(request, first_attempt=first_attempt, process=process,
                                           instance=instance, policy=policy)
         for _ in range(RETRIES_AFTER_LEASE):
@@ -277,13 +273,13 @@ class ScenarioContext:
         lease = self.target.promises.lease
         if lease is None:
             raise UsageError(f"target {self.target.name} promises no lease")
-        if self.target.hooks.clock is not None:
-            self.advance_clock(lease + 1)
-            return True
-        if lease > REAL_LEASE_LIMIT:
+        if not self.target.lease_can_run_out:
             self.lease_not_waited(request)
             return False
-        time.sleep(max(0.0, since + lease + LEASE_SLACK - time.monotonic()))
+        if self.target.hooks.clock is not None:
+            self.advance_clock(lease + 1)
+        else:
+            time.sleep(max(0.0, since + lease + PAST_THE_LEASE - time.monotonic()))
         return True
 
     def send_through(self, fault: Fault | str, request: Request, *, process: str = "c0",

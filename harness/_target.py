@@ -22,6 +22,8 @@ from harness._errors import TargetFileError
 
 __all__ = [
     "BUILTIN_TARGETS",
+    "LEASE_SLACK",
+    "REAL_LEASE_LIMIT",
     "ClockHook",
     "CrashHook",
     "Effects",
@@ -44,6 +46,11 @@ __all__ = [
 ]
 
 BUILTIN_TARGETS = Path(__file__).parent / "targets"
+#: Seconds of slack for a lease: the target's lease clock and ours are not the same clock.
+LEASE_SLACK = 2.0
+#: The longest promised lease the harness outwaits in real time on a target without a clock
+#: hook; a longer one can only run out on a clock the harness moves.
+REAL_LEASE_LIMIT = 60.0
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
@@ -477,6 +484,13 @@ class Target(_Section):
     def shares_state(self) -> bool:
         """May the harness start a second process and treat both as one service?"""
         return self.start is not None and self.start.shared_state
+
+    @property
+    def lease_can_run_out(self) -> bool:
+        """Can the harness let a promised lease run out: on the target's clock (a clock hook),
+        or by waiting, when it is at most ``REAL_LEASE_LIMIT``?  False without a lease."""
+        lease = self.promises.lease
+        return lease is not None and (self.hooks.clock is not None or lease <= REAL_LEASE_LIMIT)
 
     @property
     def can_restart(self) -> bool:

@@ -13,7 +13,6 @@ import time
 from dataclasses import replace
 
 from harness import Request, Scenario, ScenarioContext
-from harness._scenario import REAL_LEASE_LIMIT
 
 SLOW_MS = 1500
 FRACTIONS = (0.1, 0.25, 0.5)
@@ -61,7 +60,7 @@ def run(ctx: ScenarioContext) -> None:
         return
     _slowed(ctx)
     lease = ctx.target.promises.lease
-    if lease is not None and (ctx.target.hooks.clock is not None or lease <= REAL_LEASE_LIMIT):
+    if lease is not None and ctx.target.lease_can_run_out:
         _after_lease(ctx, lease)
     elif lease is not None:
         ctx.lease_not_waited()

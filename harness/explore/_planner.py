@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness._nemesis import FAULTS
-from harness._target import Endpoint, Target, keyless_counting
+from harness._target import Target, keyless_counting
 from harness.explore._actions import (
     Action,
     Burst,
@@ -33,33 +33,19 @@ from harness.explore._bodies import Fill, another_body, render
 from harness.explore._keys import KeyMaker, KeyPlan, Shape
 from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
 
-__all__ = ["MAX_REAL_WAIT", "RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late",
-           "keyless_alone", "other_operations"]
+__all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late", "keyless_alone"]
 
 #: How long a slowed request runs: long enough to outlive the few steps that follow it.
 SLOW_MS = 1500
 #: For how many steps the planner takes a slowed request to be still running.
 RUNNING_STEPS = 3
-#: The longest lease a story waits out in real time, for a target without a clock hook.
-MAX_REAL_WAIT = 60.0
 #: A stand-in key prefix: the planner asks the key rules about keys shaped like the real ones.
 _SKETCH_PREFIX = "k0000000000"
 
 
 def can_retry_late(target: Target) -> bool:
-    """Can a story retry once a lease has run out: on the target's clock, or by waiting for a
-    lease of at most ``MAX_REAL_WAIT`` in real time?  (Without a lease, "late" is "at once".)"""
-    lease = target.promises.lease
-    return lease is None or target.hooks.clock is not None or lease <= MAX_REAL_WAIT
-
-
-def other_operations(target: Target) -> tuple[Endpoint, ...]:
-    """The declared operations a key of the primary one may be reused on: those in its key
-    space, the primary itself left out (compared by method and path: the primary is a copy of
-    the first ``[[operations]]`` entry, not the same object)."""
-    primary = target.endpoint
-    return tuple(o for o in target.sharing_keys_with(primary)
-                 if (o.method.upper(), o.path) != (primary.method.upper(), primary.path))
+    """Can a story retry once a lease has run out?  (Without a lease, "late" is "at once".)"""
+    return target.promises.lease is None or target.lease_can_run_out
 
 
 def keyless_alone(target: Target) -> bool:
@@ -210,7 +196,7 @@ class Planner:
                 self._moved += lease + PAST_THE_LEASE
                 return self._drawn(Clock(seconds=lease + PAST_THE_LEASE, why=why),
                                    Retry(id=running))
-        elif late and lease is not None and lease <= MAX_REAL_WAIT:
+        elif late and lease is not None and self.target.lease_can_run_out:
             return self._drawn(Wait(seconds=lease + PAST_THE_LEASE, why=why), Retry(id=running))
         return self._drawn(Retry(id=running))
 
@@ -220,7 +206,7 @@ class Planner:
         another body, or on another declared operation in the same key space.  Never on a
         route or method the target did not declare: its answer would prove nothing."""
         endpoint = self.target.endpoint
-        others = other_operations(self.target)
+        others = self.target.sharing_keys_with(self.target.endpoint)
         if change != "body" and others:
             other = others[pick % len(others)]
             return Reuse(id=original.id, change="operation", operation=other.label,

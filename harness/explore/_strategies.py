@@ -15,8 +15,7 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 from harness._nemesis import FAULTS
-from harness._properties import LEASE_SLACK
-from harness._target import Target
+from harness._target import LEASE_SLACK, Target
 from harness.explore._actions import Change, Spelling
 from harness.explore._bodies import Fill, render
 from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds

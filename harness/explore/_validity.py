@@ -26,7 +26,6 @@ from harness.explore._actions import (
     Reuse,
     Slow,
 )
-from harness.explore._planner import other_operations
 
 __all__ = ["problems_with"]
 
@@ -61,7 +60,7 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
                 problems.append(f"{where}: the crash hook has no point {action.point!r}; it "
                                 f"has {', '.join(points)}")
         if isinstance(action, Reuse) and action.change == "operation" and action.operation not in {
-                o.label for o in other_operations(target)}:
+                o.label for o in target.sharing_keys_with(target.endpoint)}:
             problems.append(f"{where} reuses the key on operation {action.operation!r}, which "
                             f"target {target.name} does not declare in the key space of "
                             f"{target.endpoint.label}")

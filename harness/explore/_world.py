@@ -49,7 +49,6 @@ from harness.explore._background import RUNNING, Background
 from harness.explore._bodies import spell
 from harness.explore._failure import Failure
 from harness.explore._keys import KeyMaker, KeyPlan
-from harness.explore._planner import MAX_REAL_WAIT
 from harness.explore._routes import Routes
 from harness.explore._scenario import EXPLORER
 from harness.explore._steps import StepRecord
@@ -385,7 +384,7 @@ class World:
         past, why = promises.lease + PAST_THE_LEASE, "past the lease of the request that died"
         if clock is not None:
             self._record(Clock(seconds=past, why=why), len(self.steps) + 1, settle=True)
-        elif promises.lease <= MAX_REAL_WAIT:  # no clock: a short lease is waited out
+        elif self.target.lease_can_run_out:  # no clock: a short lease is waited out
             self._record(Wait(seconds=past, why=why), len(self.steps) + 1, settle=True)
         else:
             return
