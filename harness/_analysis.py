@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness._history import Event
@@ -65,11 +65,14 @@ class Attempt:
     def digest(self) -> str | None:
         return self.completion.body_digest if self.completion else None
 
+    @property
+    def headers(self) -> Mapping[str, str] | None:
+        """The answer's meaningful headers, as recorded; None without an answer."""
+        return self.completion.headers if self.completion else None
+
     def header(self, name: str) -> str | None:
-        if self.completion is None or not self.completion.headers:
-            return None
         wanted = name.lower()
-        return next((v for k, v in self.completion.headers.items() if k.lower() == wanted), None)
+        return next((v for k, v in (self.headers or {}).items() if k.lower() == wanted), None)
 
     @property
     def indices(self) -> tuple[int, ...]:

@@ -16,7 +16,14 @@ from harness._analysis import View
 from harness._errors import UsageError
 from harness._findings import Finding, Klass, Note, Verdict, klass_of, merge_verdicts, sort_findings
 from harness._history import Event
-from harness._target import KeylessCounting, KeySpec, Promises, Target, keyless_counting
+from harness._target import (
+    KeylessCounting,
+    KeySpec,
+    Promises,
+    Target,
+    keyless_counting,
+    split_route,
+)
 
 __all__ = [
     "PROPERTIES",
@@ -55,10 +62,7 @@ class CheckOptions:
     def declares(self, method: str | None, path: str | None) -> bool:
         """Is ``method path`` (query string aside) an operation the target says is keyed?  An
         answer on any other route says nothing about the idempotency layer."""
-        if not self.operations:
-            return True
-        bare = (path or "").split("?", 1)[0]
-        return ((method or "").upper(), bare) in self.operations
+        return not self.operations or split_route(method, path)[:2] in self.operations
 
 
 PropertyCheck = Callable[[View, CheckOptions], Iterable[Finding | Note]]

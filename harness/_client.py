@@ -155,12 +155,9 @@ class RecordingClient:
         self._http.close()
 
     def operation(self, method: str, path: str) -> Endpoint:
-        """The declared operation ``method path`` (query string aside) belongs to; the primary
-        one for anything else, such as a hostile request."""
-        bare = path.split("?", 1)[0]
-        return next((o for o in self.target.keyed_operations
-                     if o.method.upper() == method.upper() and o.path == bare),
-                    self.target.endpoint)
+        """The declared operation ``method path`` belongs to; the primary one for anything
+        else, such as a hostile request."""
+        return self.target.operation_for(method, path) or self.target.endpoint
 
     def prepare(self, request: Request) -> tuple[str, str, bytes, dict[str, str]]:
         """Method, path, body bytes and headers exactly as they will be sent; the headers a

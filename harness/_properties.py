@@ -18,7 +18,7 @@ from harness._client import is_final
 from harness._durations import format_duration
 from harness._findings import Finding, Note
 from harness._history import Event
-from harness._target import LEASE_SLACK
+from harness._target import LEASE_SLACK, split_route
 
 __all__: list[str] = []
 
@@ -190,7 +190,7 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
         shown = describe_identity(identity)
         yield from _released_error_replayed(view, shown, attempts, options)
         first = attempts[0]
-        marked = first.completion is not None and promises.marks_replay(first.completion.headers)
+        marked = promises.marks_replay(first.headers)
         if (marked and first.ok and first.invoke.attempt == 1
                 and not any(a is not first and a.invoke.time < first.end_time for a in attempts)):
             yield Finding("P3", shown,
@@ -221,8 +221,7 @@ def _released_error_replayed(view: View, shown: str, attempts: list[Attempt],
             continue
         retries = [a for a in attempts if a.invoke.time > failed.end_time and a.answered]
         same = [a for a in retries if a.status == failed.status and a.digest == failed.digest]
-        marked = [a for a in same if a.completion is not None
-                  and options.promises.marks_replay(a.completion.headers)]
+        marked = [a for a in same if options.promises.marks_replay(a.headers)]
         if marked or (same and len(same) == len(retries)):
             yield Finding("P3", shown,
                           f"after the handler failed with {failed.status}, {len(same)} retries "
@@ -244,8 +243,7 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
     marker = promises.replay_header
 
     def marked(attempt: Attempt) -> bool:
-        return attempt.completion is not None and promises.marks_replay(
-            attempt.completion.headers)
+        return promises.marks_replay(attempt.headers)
 
     unmarked = [a for a in finals if not marked(a)]
     reference = min(unmarked or finals, key=lambda a: a.end_time)
@@ -321,8 +319,8 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                 if not options.declares(attempt.invoke.method, attempt.invoke.path):
                     continue  # a route the target does not declare keyed proves nothing
                 same = attempt.invoke.fingerprint == original.invoke.fingerprint
-                if not same and not promises.query_in_fingerprint and _only_query_differs(
-                        original, attempt):
+                if not same and not promises.query_in_fingerprint and _changes(
+                        original, attempt) == ["query"]:
                     continue  # not a different request by the target's promise; P1 judges it
                 ambiguous = mismatch == promises.in_progress_status
                 if same and status == mismatch and not ambiguous:
@@ -378,11 +376,14 @@ def _look_alike(one: str, other: str) -> bool:
     return folded(one) == folded(other) or (len(one) > 16 and one[:16] == other[:16])
 
 
-def _only_query_differs(original: Attempt, reuse: Attempt) -> bool:
+def _changes(original: Attempt, reuse: Attempt) -> list[str]:
+    """What differs between two requests, in the order a reader asks: method, operation
+    (path), query string, body."""
     first, second = original.invoke, reuse.invoke
-    return (first.method == second.method and first.body == second.body
-            and (first.path or "").partition("?")[0] == (second.path or "").partition("?")[0]
-            and first.path != second.path)
+    one, other = split_route(first.method, first.path), split_route(second.method, second.path)
+    return [what for what, a, b in zip(("method", "operation", "query"), one, other,
+                                       strict=True) if a != b] + (
+        ["body"] if first.body != second.body else [])
 
 
 def _answer_to_reuse(original: Attempt, reuse: Attempt) -> str:
@@ -394,16 +395,16 @@ def _answer_to_reuse(original: Attempt, reuse: Attempt) -> str:
 
 
 def _difference(original: Attempt, reuse: Attempt) -> str:
-    """What makes ``reuse`` a different request: its method, its path or its body."""
-    first, second = original.invoke, reuse.invoke
-    if first.method != second.method:
-        return f"another method ({second.method} instead of {first.method})"
-    first_path, _, first_query = (first.path or "").partition("?")
-    second_path, _, second_query = (second.path or "").partition("?")
-    if first_path != second_path:
-        return f"another operation ({second.method} {second_path} instead of {first_path})"
-    if first_query != second_query:
-        return f"another query string ({second_query or 'none'} instead of {first_query or 'none'})"
+    """What makes ``reuse`` a different request, said the first way that applies."""
+    first = split_route(original.invoke.method, original.invoke.path)
+    second = split_route(reuse.invoke.method, reuse.invoke.path)
+    change = next(iter(_changes(original, reuse)), "body")
+    if change == "method":
+        return f"another method ({second[0]} instead of {first[0]})"
+    if change == "operation":
+        return f"another operation ({second[0]} {second[1]} instead of {first[1]})"
+    if change == "query":
+        return f"another query string ({second[2] or 'none'} instead of {first[2] or 'none'})"
     return "another body"
 
 
@@ -770,8 +771,9 @@ def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Fi
     declared rules) and charge nothing."""
     what = attempt.label.removeprefix("hostile:")
     status = attempt.status
-    if (attempt.invoke.key == "" and options.promises.mode == "lax" and attempt.ok
-            and not (view.effects.get(attempt.identity) and view.effects[attempt.identity].count)):
+    seen = view.effects.get(attempt.identity)
+    charged = seen.count if seen is not None and seen.count else 0
+    if attempt.invoke.key == "" and options.promises.mode == "lax" and attempt.ok and not charged:
         return  # lax: an empty key read as no key is processed like a request without one
     key_rules = options.key.invalid_status
     bad_key = attempt.invoke.key_header is not None and attempt.invoke.key is not None and (
@@ -789,10 +791,9 @@ def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Fi
         yield Finding("P10", None,
                       f"a key that breaks the declared rules ({what}) got {status} where the "
                       f"target promises {key_rules}", view.evidence([attempt]))
-    seen = view.effects.get(attempt.identity)
-    if seen is not None and seen.count:
+    if seen is not None and charged:
         yield Finding("P10", None, f"hostile input ({what}) was answered {status or 'nothing'} "
-                                   f"and caused {seen.count} charge(s)",
+                                   f"and caused {charged} charge(s)",
                       view.evidence([attempt], seen.index))
 
 
@@ -801,8 +802,7 @@ def _forged_replay(view: View, fake: Attempt, options: CheckOptions) -> Iterator
     once, answered 2xx, and not marked as a replay."""
     effects = _effects(view, fake.identity)
     shown = describe_identity(fake.identity)
-    marked = fake.completion is not None and options.promises.marks_replay(
-        fake.completion.headers)
+    marked = options.promises.marks_replay(fake.headers)
     if not fake.ok or effects.count != 1:
         yield Finding("P10", shown,
                       "a new request that carried a forged replay header was not processed as "

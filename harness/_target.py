@@ -43,6 +43,7 @@ __all__ = [
     "parse_target",
     "placeholders",
     "render_template",
+    "split_route",
 ]
 
 BUILTIN_TARGETS = Path(__file__).parent / "targets"
@@ -474,6 +475,12 @@ class Target(_Section):
         """Every operation the target declares as keyed, the primary one first."""
         return tuple(self.operations) or (self.endpoint,)
 
+    def operation_for(self, method: str | None, path: str | None) -> Endpoint | None:
+        """The declared operation a request to ``method path`` belongs to, if any."""
+        wanted = split_route(method, path)[:2]
+        return next((o for o in self.keyed_operations
+                     if (o.method.upper(), o.path) == wanted), None)
+
     def sharing_keys_with(self, operation: Endpoint) -> tuple[Endpoint, ...]:
         """The other declared operations in ``operation``'s key space."""
         mine = (operation.method.upper(), operation.path)
@@ -535,6 +542,13 @@ class Target(_Section):
 
     def with_promises(self, **changes: Any) -> Target:
         return self.model_copy(update={"promises": self.promises.model_copy(update=changes)})
+
+
+def split_route(method: str | None, path: str | None) -> tuple[str, str, str]:
+    """``(METHOD, path, query)`` of a request as sent: what names its operation is the method
+    and the path without the query string."""
+    bare, _, query = (path or "").partition("?")
+    return (method or "").upper(), bare, query
 
 
 def placeholders(value: Any) -> list[str]:

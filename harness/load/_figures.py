@@ -80,8 +80,8 @@ def load_figures(view: View, promises: Promises, check: CheckResult) -> dict[str
                             if tries else 0.0,
                             "max": max(tries, default=1) - 1},
         "status_409": sum(1 for a in done if a.status == promises.in_progress_status),
-        "replays": (sum(1 for a in done if a.completion is not None
-                        and promises.marks_replay(a.completion.headers)) if marker else None),
+        "replays": (sum(1 for a in done if promises.marks_replay(a.headers))
+                    if marker else None),
         "give_ups": give_ups,
         "duplicates": len(duplicate_keys),
         "extra_charges": sum(count - 1 for count in counts if count > 1),

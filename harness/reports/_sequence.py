@@ -251,7 +251,7 @@ def _identities(chosen: Iterable[Event]) -> list[Identity]:
 
 
 def _is_replay(attempt: Attempt, marker: ReplayMarker | None) -> bool:
-    return bool(marker and attempt.completion and marker.marks(attempt.completion.headers))
+    return bool(marker and marker.marks(attempt.headers))
 
 
 def _commits(context: _Context, identity: Identity) -> list[_Commit]:
