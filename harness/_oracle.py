@@ -82,14 +82,17 @@ class HttpOracle:
     def __init__(self, spec: HttpEffects, *, base_url: str, allow_remote: bool = False) -> None:
         self._spec = spec
         self._base_url = base_url
-        self._url = self._absolute(spec.url)
         self._allow_remote = allow_remote
+        self._url = self._absolute(spec.url)
+        keyless = spec.keyless
+        self._keyless_url = self._absolute(keyless.url) if keyless and keyless.url else self._url
         self._http = httpx.Client(timeout=10.0)
 
     def _absolute(self, url: str) -> str:
+        """``url`` relative to the target, checked once: loopback unless allowed."""
         absolute = url if url.startswith(("http://", "https://")) else urljoin(
             self._base_url.rstrip("/") + "/", url.lstrip("/"))
-        require_loopback(absolute, allow_remote=getattr(self, "_allow_remote", False))
+        require_loopback(absolute, allow_remote=self._allow_remote)
         return absolute
 
     def _ask(self, url: str, query: Mapping[str, str], count_path: str, ids_path: str | None,
@@ -121,8 +124,7 @@ class HttpOracle:
         if keyless is None or keyless.how != "query":
             raise NotCountable("the target file gives no query that counts charges made "
                                "without a key ([effects.keyless] how = \"query\")")
-        url = self._absolute(keyless.url) if keyless.url else self._url
-        return self._ask(url, keyless.query, keyless.count or spec.count, None,
+        return self._ask(self._keyless_url, keyless.query, keyless.count or spec.count, None,
                          {"tenant": tenant})
 
     def total(self) -> int:
@@ -130,8 +132,8 @@ class HttpOracle:
         if keyless is None or keyless.how != "total":
             raise NotCountable("the target file declares no total ([effects.keyless] "
                                "how = \"total\")")
-        url = self._absolute(keyless.url) if keyless.url else self._url
-        return self._ask(url, keyless.query, keyless.count or self._spec.count, None, {}).count
+        return self._ask(self._keyless_url, keyless.query, keyless.count or self._spec.count,
+                         None, {}).count
 
     def close(self) -> None:
         self._http.close()

@@ -388,3 +388,14 @@ def test_the_recorder_counts_a_utf8_key_reported_in_latin1() -> None:
         assert oracle.count("t1", key).count == 1
     finally:
         oracle.close()
+
+
+def test_an_effects_url_elsewhere_is_allowed_only_with_allow_remote() -> None:
+    from harness._errors import HarnessError
+    from harness._oracle import HttpOracle
+    from harness._target import HttpEffects
+
+    spec = HttpEffects(kind="http", url="/effects", query={"key": "{key}"})
+    with pytest.raises(HarnessError):
+        HttpOracle(spec, base_url="http://192.0.2.7:8000")
+    HttpOracle(spec, base_url="http://192.0.2.7:8000", allow_remote=True).close()
