@@ -103,7 +103,7 @@ def check(run_dir: Path, write_to: Path | None) -> None:
     saved, target, histories = load_run(run_dir)
     reproduce = {(f["property"], f.get("key")): f.get("reproduce")
                  for scenario in saved["scenarios"] for f in scenario.get("findings", [])}
-    base_url = str(saved.get("base_url") or target.url or "http://127.0.0.1")
+    base_url = target.url or "http://127.0.0.1"  # saved findings keep their own reproduction
     outcomes = []
     for scenario in saved["scenarios"]:
         events = histories.get(scenario["name"], [])
