@@ -4,20 +4,20 @@ harness causes is not such an exit."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
 from harness import RunConfig, Scenario, ScenarioContext, run_scenarios
 from harness._reference import reference_target
 from harness._toxiproxy import ToxiproxyServer
+from tests.scenarios.deployed import wait_until_ended
 
 
 def dies_by_itself(ctx: ScenarioContext) -> None:
     """The crash header, sent as an ordinary request: to the runner the process just ends."""
     request = ctx.request(ctx.new_key(), label="original")
     ctx.send(replace(request, headers={"X-Test-Fault": "crash-after-claim"}))
-    time.sleep(1.0)
+    wait_until_ended(ctx.deployment)  # left for the next step to notice, not taken here
     ctx.retry_until_answer(ctx.request(ctx.new_key(), label="control"), first_attempt=1)
 
 

@@ -1,14 +1,18 @@
-"""What key-reuse, distinct-keys and bad-input send, read from the history they record."""
+"""What key-reuse, distinct-keys and bad-input send, read from the history they record, against
+a real service (``tests.scenarios.service``) behind Toxiproxy."""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 from harness import Event, ScenarioContext
+from harness._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG, bad_input, distinct_keys, key_reuse
-from tests.scenarios.fakes import completion, context, invokes, sent_body, target
+from tests.scenarios.deployed import completion, deployed, invokes, sent_body
 
-TWO_OPERATIONS = {
+TWO_OPERATIONS: dict[str, Any] = {
     "operations": [
         {"name": "charge", "path": "/charges",
          "body": {"amount": "{amount}", "meta": {"order": "{nonce}", "channel": "web"}}},
@@ -23,9 +27,10 @@ def by_label(ctx: ScenarioContext) -> dict[str | None, Event]:
     return {e.label: e for e in invokes(ctx)}
 
 
-def test_key_reuse_probes_only_declared_operations() -> None:
-    ctx, _ = context(target(**TWO_OPERATIONS))
-    key_reuse.run(ctx)
+def test_key_reuse_probes_only_declared_operations(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    with deployed(toxiproxy_server, tmp_path, **TWO_OPERATIONS) as (ctx, _):
+        key_reuse.run(ctx)
     sent = invokes(ctx)
     declared = {("POST", "/charges"), ("POST", "/refunds")}
     assert {(e.method, (e.path or "").split("?")[0]) for e in sent} <= declared
@@ -47,9 +52,10 @@ def test_key_reuse_probes_only_declared_operations() -> None:
     assert "same:reordered" in labels
 
 
-def test_key_reuse_varies_a_top_level_field_without_nesting_and_has_no_other_operation() -> None:
-    ctx, _ = context(target())
-    key_reuse.run(ctx)
+def test_key_reuse_varies_a_top_level_field_without_nesting_and_has_no_other_operation(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    with deployed(toxiproxy_server, tmp_path) as (ctx, _):
+        key_reuse.run(ctx)
     labels = by_label(ctx)
     assert "reuse:operation" not in labels and "reuse:nested-field" not in labels
     changed = sent_body(labels["reuse:field"])
@@ -58,10 +64,12 @@ def test_key_reuse_varies_a_top_level_field_without_nesting_and_has_no_other_ope
     assert {e.method for e in invokes(ctx)} == {"POST"}
 
 
-def test_distinct_keys_is_registered_and_sends_pairs_that_differ_in_one_way() -> None:
+def test_distinct_keys_is_registered_and_sends_pairs_that_differ_in_one_way(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     assert CATALOG["distinct-keys"] is distinct_keys.SCENARIO
-    ctx, _ = context(target(key={"max_length": 64, "pattern": "[A-Za-z0-9_.-]+"}))
-    distinct_keys.run(ctx)
+    with deployed(toxiproxy_server, tmp_path,
+                  key={"max_length": 64, "pattern": "[A-Za-z0-9_.-]+"}) as (ctx, _):
+        distinct_keys.run(ctx)
     sent = invokes(ctx)
     groups: dict[str, set[str]] = {}
     for event in sent:
@@ -80,26 +88,31 @@ def test_distinct_keys_is_registered_and_sends_pairs_that_differ_in_one_way() ->
         set().union(*bodies.values())) == len(groups)
 
 
-def test_distinct_keys_sends_only_what_the_rules_accept() -> None:
-    ctx, _ = context(target(key={"max_length": 0, "pattern": "[a-z0-9-]+"}))
-    distinct_keys.run(ctx)
+def test_distinct_keys_sends_only_what_the_rules_accept(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    with deployed(toxiproxy_server, tmp_path,
+                  key={"max_length": 0, "pattern": "[a-z0-9-]+"}) as (ctx, _):
+        distinct_keys.run(ctx)
     labels = Counter(e.label for e in invokes(ctx))
     assert labels == Counter({"distinct:long-prefix": 2})
     assert {len(e.key or "") for e in invokes(ctx)} == {255}
 
 
-def test_bad_input_calls_a_key_hostile_only_when_the_declared_rules_reject_it() -> None:
-    ctx, _ = context(target(key={"max_length": 0}))
-    bad_input.run(ctx)
+def test_bad_input_calls_a_key_hostile_only_when_the_declared_rules_reject_it(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    with deployed(toxiproxy_server, tmp_path, key={"max_length": 0}) as (ctx, _):
+        bad_input.run(ctx)
     labels = {e.label for e in invokes(ctx)}
     assert {"hostile:empty-key", "hostile:control-character"} <= labels
     assert not {"hostile:key-too-long", "hostile:non-ascii", "hostile:sql-fragment"} & labels
     assert {"odd-key:long-key", "odd-key:non-ascii", "odd-key:sql-fragment"} <= labels
 
 
-def test_bad_input_with_declared_length_and_pattern() -> None:
-    ctx, _ = context(target(key={"max_length": 80, "pattern": "[ -~]+"}))
-    bad_input.run(ctx)
+def test_bad_input_with_declared_length_and_pattern(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    with deployed(toxiproxy_server, tmp_path,
+                  key={"max_length": 80, "pattern": "[ -~]+"}) as (ctx, _):
+        bad_input.run(ctx)
     sent = {e.label: e for e in invokes(ctx)}
     assert len(sent["hostile:key-too-long"].key or "") == 81
     assert "hostile:non-ascii" in sent and "odd-key:sql-fragment" in sent
