@@ -2,8 +2,11 @@
 canonical-JSON fingerprints, a movable clock, and the two ways of serving (the standard
 library's ThreadingHTTPServer, or a bare ASGI callable under uvicorn).
 
-Nothing here knows the idempotency protocol: claiming, replaying and releasing keys is each
-service's own code, written its own way.
+Nothing here knows the idempotency protocol: claiming, replaying and releasing keys, when keys
+expire and what a key's row holds are each service's own code, written its own way.  What is
+here is the same logic wherever it is used: reading a keyed request's tenant, key and JSON body
+(or the 400/413 that refuses it), a record type and an expiry sweep for in-memory key tables,
+the clock and ledger an in-memory service starts with, the provider's work, SQLite connections.
 """
 
 from __future__ import annotations
@@ -13,17 +16,22 @@ import asyncio
 import hashlib
 import json
 import re
+import secrets
+import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 from urllib.parse import parse_qs, urlsplit
 
 MAX_BODY = 64 * 1024
 _TOKEN = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
 _SF_STRING = re.compile(r'"((?:[\x20-\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"')
+REQUIRED = "Idempotency-Key is required"
+K = TypeVar("K", bound="str | None")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -98,11 +106,84 @@ def valid_amount(body: Any) -> bool:
     return isinstance(amount, int) and not isinstance(amount, bool) and 0 < amount < 10**12
 
 
+def provide(body: Any, prefix: str, where: str) -> Resp:
+    """The work behind a keyed route, done now (a 10 ms payment provider): 201 with a new id and
+    its Location under ``where``, or 400 for an amount that is not a positive integer.  It
+    records nothing: the caller adds the ledger row and stores the answer as its design says."""
+    if not valid_amount(body):
+        return error(400, "amount must be a positive integer")
+    time.sleep(0.01)
+    rid = f"{prefix}_{secrets.token_hex(6)}"
+    return Resp(201, {"id": rid, "amount": body["amount"]}, {"Location": f"{where}/{rid}"})
+
+
 def tenant_of(req: Req) -> str | None:
     auth = req.headers.get("authorization", "")
     if not auth.startswith("Bearer "):
         return None
     return auth.removeprefix("Bearer ").strip() or None
+
+
+@dataclass(frozen=True)
+class Keyed(Generic[K]):
+    """A keyed request's input once checked: the bearer token's tenant (None without one), the
+    key (None only where a key is optional) and the parsed JSON body."""
+
+    tenant: str | None
+    key: K
+    body: Any
+
+
+@overload
+def read_keyed(req: Req, *, syntax: str = ..., max_length: int = ...,
+               pattern: re.Pattern[str] | None = ..., pattern_error: str = ...,
+               required: str = ...) -> Keyed[str] | Resp: ...
+@overload
+def read_keyed(req: Req, *, syntax: str = ..., max_length: int = ...,
+               pattern: re.Pattern[str] | None = ..., pattern_error: str = ...,
+               required: None) -> Keyed[str | None] | Resp: ...
+def read_keyed(req: Req, *, syntax: str = "token", max_length: int = 255,
+               pattern: re.Pattern[str] | None = None, pattern_error: str = "",
+               required: str | None = REQUIRED) -> Keyed[Any] | Resp:
+    """The tenant, key and body of a request to a keyed route, or the answer that refuses it,
+    checked in this order: a key the rules refuse (``syntax``, ``max_length``, then the whole
+    key against ``pattern``, refused with ``pattern_error``) or, unless ``required`` is None, no
+    key (refused with that message) is 400; a body over MAX_BODY is 413; one that is not JSON
+    is 400.  Nothing is claimed or charged for a refused request."""
+    try:
+        key = parse_key(req.headers.get("idempotency-key"), syntax=syntax, max_length=max_length)
+    except Invalid as exc:
+        return error(400, str(exc))
+    if key is None and required is not None:
+        return error(400, required)
+    if key is not None and pattern is not None and not pattern.fullmatch(key):
+        return error(400, pattern_error)
+    if req.too_large:
+        return error(413, "body too large")
+    try:
+        body = canonical(req.body)
+    except ValueError:
+        return error(400, "the body must be JSON")
+    return Keyed(tenant_of(req), key, body)
+
+
+@dataclass
+class Record:
+    """A key's row in an in-memory table: the request's fingerprint, when the key was claimed,
+    and the answer once there is one (None while the request is in progress)."""
+
+    fp: str
+    created: float
+    answer: Resp | None = None
+
+
+def drop_expired(table: dict[Any, V], horizon: float, created: Callable[[V], float]) -> int:
+    """Delete the rows of ``table`` created at or before ``horizon``; how many went.  Which
+    rows, when and under which lock are the caller's choice."""
+    old = [slot for slot, row in table.items() if created(row) <= horizon]
+    for slot in old:
+        del table[slot]
+    return len(old)
 
 
 class Clock:
@@ -116,6 +197,24 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
+
+
+class InMemory:
+    """What a service whose state lives in this process starts with: its ``--flaw`` (None when
+    correct), its movable clock and its ledger.  Its key table is its own."""
+
+    def __init__(self, flaw: str | None) -> None:
+        self.flaw = flaw
+        self.clock = Clock()
+        self.ledger = Ledger()
+
+
+def open_sqlite(path: str) -> sqlite3.Connection:
+    """A connection to the SQLite file several processes share: WAL, up to 30 s of waiting for
+    a lock, no implicit transactions (the service says ``begin`` and ``commit`` itself)."""
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn.execute("pragma journal_mode=wal")
+    return conn
 
 
 def arguments(flaws: Sequence[str], *, store: bool = False) -> argparse.Namespace:

@@ -18,19 +18,16 @@ import secrets
 from typing import Any
 
 from tests.corpus.services._kit import (
-    Clock,
-    Invalid,
-    Ledger,
+    InMemory,
     Req,
     Resp,
     arguments,
-    canonical,
+    drop_expired,
     error,
     fingerprint,
-    parse_key,
     pause,
+    read_keyed,
     serve_asgi,
-    tenant_of,
     valid_amount,
 )
 
@@ -39,12 +36,10 @@ FLAWS = ("short-retention", "replay-5xx")
 RUNNING = "running"
 
 
-class Service:
+class Service(InMemory):
     def __init__(self, flaw: str | None) -> None:
-        self.flaw = flaw
+        super().__init__(flaw)
         self.retention = 3600.0 if flaw == "short-retention" else RETENTION
-        self.clock = Clock()
-        self.ledger = Ledger()
         # (tenant, key) -> [fingerprint, created, answer or RUNNING]
         self.keys: dict[tuple[str, str], list[Any]] = {}
 
@@ -67,24 +62,13 @@ class Service:
         return error(404, "no such route")
 
     def forget_expired(self) -> None:
-        horizon = self.clock.now() - self.retention
-        for slot in [s for s, v in self.keys.items() if v[1] <= horizon]:
-            del self.keys[slot]
+        drop_expired(self.keys, self.clock.now() - self.retention, lambda v: v[1])
 
     async def pay(self, req: Req) -> Resp:
-        tenant = tenant_of(req) or "-"
-        try:
-            key = parse_key(req.headers.get("idempotency-key"), max_length=255)
-        except Invalid as exc:
-            return error(400, str(exc))
-        if key is None:
-            return error(400, "Idempotency-Key is required")
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, max_length=255)
+        if isinstance(got, Resp):
+            return got
+        tenant, key, body = got.tenant or "-", got.key, got.body
         fp = fingerprint(req.method, req.target, body)
         slot = (tenant, key)
         # One event loop and no await between the look-up and the insert: the claim is atomic.

@@ -23,17 +23,15 @@ import time
 from contextlib import closing
 
 from tests.corpus.services._kit import (
-    Invalid,
     Req,
     Resp,
     arguments,
-    canonical,
     error,
     fingerprint,
-    parse_key,
+    open_sqlite,
+    read_keyed,
     serve_stdlib,
     stall,
-    tenant_of,
     valid_amount,
 )
 
@@ -53,19 +51,14 @@ insert or ignore into clock values (1, 0);
 class Service:
     def __init__(self, db: str, flaw: str | None) -> None:
         self.db, self.flaw = db, flaw
-        with closing(self.connect()) as conn:
+        with closing(open_sqlite(self.db)) as conn:
             conn.executescript(SCHEMA)
-
-    def connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.db, timeout=30, isolation_level=None)
-        conn.execute("pragma journal_mode=wal")
-        return conn
 
     def now(self, conn: sqlite3.Connection) -> float:
         return time.time() + conn.execute("select offset from clock").fetchone()[0]
 
     def handle(self, req: Req) -> Resp:
-        with closing(self.connect()) as conn:
+        with closing(open_sqlite(self.db)) as conn:
             if req.path == "/charges":
                 return self.charge(conn, req) if req.method == "POST" else Resp(
                     405, {"error": "POST only"}, {"Allow": "POST"})
@@ -93,19 +86,10 @@ class Service:
         return error(404, "no such route")
 
     def charge(self, conn: sqlite3.Connection, req: Req) -> Resp:
-        tenant = tenant_of(req) or "-"
-        try:
-            key = parse_key(req.headers.get("idempotency-key"), syntax="sf-string")
-        except Invalid as exc:
-            return error(400, str(exc))
-        if key is None:
-            return error(400, "an Idempotency-Key header is required")
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, syntax="sf-string", required="an Idempotency-Key header is required")
+        if isinstance(got, Resp):
+            return got
+        tenant, key, body = got.tenant or "-", got.key, got.body
         fp = fingerprint(req.method, req.target, body)
         if self.flaw == "check-then-insert":
             return self.unclaimed(conn, req, tenant, key, fp, body)

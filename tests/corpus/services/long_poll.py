@@ -14,27 +14,23 @@ original's answer); ``case-insensitive`` folds keys to lower case (distinct keys
 from __future__ import annotations
 
 import json
-import secrets
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from tests.corpus.services._kit import (
-    Clock,
-    Invalid,
-    Ledger,
+    InMemory,
+    Record,
     Req,
     Resp,
     arguments,
-    canonical,
+    drop_expired,
     error,
     fingerprint,
-    parse_key,
+    provide,
+    read_keyed,
     serve_stdlib,
     stall,
-    tenant_of,
-    valid_amount,
 )
 
 RETENTION = 24 * 3600.0
@@ -42,18 +38,9 @@ WAIT = 5.0
 FLAWS = ("no-fingerprint", "case-insensitive")
 
 
-@dataclass
-class Record:
-    fp: str
-    created: float
-    answer: Resp | None = None
-
-
-class Service:
+class Service(InMemory):
     def __init__(self, flaw: str | None) -> None:
-        self.flaw = flaw
-        self.clock = Clock()
-        self.ledger = Ledger()
+        super().__init__(flaw)
         self.records: dict[tuple[str, str], Record] = {}
         self.changed = threading.Condition()
 
@@ -76,24 +63,13 @@ class Service:
         return error(404, "no such route")
 
     def _expire(self) -> None:  # call with the lock held
-        horizon = self.clock.now() - RETENTION
-        for slot in [s for s, r in self.records.items() if r.created <= horizon]:
-            del self.records[slot]
+        drop_expired(self.records, self.clock.now() - RETENTION, lambda r: r.created)
 
     def charge(self, req: Req) -> Resp:
-        tenant = tenant_of(req) or "-"
-        try:
-            key = parse_key(req.headers.get("idempotency-key"), max_length=64)
-        except Invalid as exc:
-            return error(400, str(exc))
-        if key is None:
-            return error(400, "Idempotency-Key is required")
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, max_length=64)
+        if isinstance(got, Resp):
+            return got
+        tenant, key, body = got.tenant or "-", got.key, got.body
         fp = "-" if self.flaw == "no-fingerprint" else fingerprint(req.method, req.target, body)
         slot = (tenant, key.lower() if self.flaw == "case-insensitive" else key)
         deadline = time.monotonic() + WAIT
@@ -127,13 +103,7 @@ class Service:
         stall(req.headers.get("x-test-delay-ms"))
         if req.headers.get("x-test-fault") == "raise":
             raise RuntimeError("injected handler error")
-        if not valid_amount(body):
-            answer = error(400, "amount must be a positive integer")
-        else:
-            time.sleep(0.01)  # the payment provider
-            charge_id = "ch_" + secrets.token_hex(6)
-            answer = Resp(201, {"id": charge_id, "amount": body["amount"]},
-                          {"Location": f"/v1/charges/{charge_id}"})
+        answer = provide(body, "ch", "/v1/charges")
         with self.changed:  # the effect and the stored answer together
             if answer.status == 201:
                 self.ledger.add({"id": answer.body["id"], "tenant": tenant, "key": key})

@@ -12,46 +12,33 @@ so the key table grows without bound.
 
 from __future__ import annotations
 
-import secrets
 import threading
-import time
-from dataclasses import dataclass
 from typing import Any
 
 from tests.corpus.services._kit import (
-    Clock,
-    Invalid,
-    Ledger,
+    InMemory,
+    Record,
     Req,
     Resp,
     arguments,
-    canonical,
+    drop_expired,
     error,
     fingerprint,
-    parse_key,
+    provide,
+    read_keyed,
     serve_stdlib,
     stall,
-    valid_amount,
 )
 
 RETENTION = 24 * 3600.0
 FLAWS = ("stuck-on-error", "no-cleanup")
 
 
-@dataclass
-class Slot:
-    fp: str
-    created: float
-    answer: Resp | None = None
-
-
-class Service:
+class Service(InMemory):
     def __init__(self, flaw: str | None) -> None:
-        self.flaw = flaw
-        self.clock = Clock()
-        self.ledger = Ledger()
+        super().__init__(flaw)
         self.mutex = threading.Lock()
-        self.slots: dict[str, Slot] = {}
+        self.slots: dict[str, Record] = {}
 
     def handle(self, req: Req) -> Resp:
         if req.path == "/orders":
@@ -71,36 +58,25 @@ class Service:
                 return Resp(200, {"rows": len(self.slots), "in_progress": running})
         return error(404, "no such route")
 
-    def expired(self, slot: Slot) -> bool:
+    def expired(self, slot: Record) -> bool:
         return slot.created <= self.clock.now() - RETENTION
 
     def purge(self) -> int:  # with the mutex held
         if self.flaw == "no-cleanup":
             return 0
-        old = [k for k, s in self.slots.items() if self.expired(s)]
-        for key in old:
-            del self.slots[key]
-        return len(old)
+        return drop_expired(self.slots, self.clock.now() - RETENTION, lambda s: s.created)
 
     def order(self, req: Req) -> Resp:
-        try:
-            key = parse_key(req.headers.get("idempotency-key"), max_length=200)
-        except Invalid as exc:
-            return error(400, str(exc))
-        if key is None:
-            return error(400, "Idempotency-Key is required")
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, max_length=200)  # no tenants: any Authorization is ignored
+        if isinstance(got, Resp):
+            return got
+        key, body = got.key, got.body
         fp = fingerprint(req.method, req.target, body)
         with self.mutex:
             self.purge()
             slot = self.slots.get(key)
             if slot is None or self.expired(slot):
-                slot = self.slots[key] = Slot(fp, self.clock.now())
+                slot = self.slots[key] = Record(fp, self.clock.now())
             elif slot.fp != fp:
                 return error(422, "this key was used for a different order")
             elif slot.answer is None:
@@ -117,17 +93,11 @@ class Service:
                         del self.slots[key]
             return error(500, "the order failed; retry")
 
-    def place(self, req: Req, key: str, body: Any, slot: Slot) -> Resp:
+    def place(self, req: Req, key: str, body: Any, slot: Record) -> Resp:
         stall(req.headers.get("x-test-delay-ms"))
         if req.headers.get("x-test-fault") == "handler-error":
             raise RuntimeError("injected handler error")
-        if not valid_amount(body):
-            answer = error(400, "amount must be a positive integer")
-        else:
-            time.sleep(0.01)  # the warehouse
-            order_id = "or_" + secrets.token_hex(6)
-            answer = Resp(201, {"id": order_id, "amount": body["amount"]},
-                          {"Location": f"/orders/{order_id}"})
+        answer = provide(body, "or", "/orders")  # the warehouse
         with self.mutex:
             if answer.status == 201:
                 self.ledger.add({"id": answer.body["id"], "tenant": None, "key": key})

@@ -22,19 +22,16 @@ import time
 from typing import Any
 
 from tests.corpus.services._kit import (
-    Clock,
-    Invalid,
-    Ledger,
+    InMemory,
     Req,
     Resp,
     arguments,
-    canonical,
+    drop_expired,
     error,
     fingerprint,
-    parse_key,
+    read_keyed,
     serve_stdlib,
     stall,
-    tenant_of,
     valid_amount,
 )
 
@@ -43,11 +40,9 @@ KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")
 FLAWS = ("drop-location", "charge-before-fault")
 
 
-class Service:
+class Service(InMemory):
     def __init__(self, flaw: str | None) -> None:
-        self.flaw = flaw
-        self.clock = Clock()
-        self.ledger = Ledger()
+        super().__init__(flaw)
         self.guard = threading.Lock()
         self.store: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -69,27 +64,14 @@ class Service:
         return error(404, "no such route")
 
     def sweep(self) -> None:
-        horizon = self.clock.now() - RETENTION
-        for slot in [s for s, e in self.store.items() if e["created"] <= horizon]:
-            del self.store[slot]
+        drop_expired(self.store, self.clock.now() - RETENTION, lambda e: e["created"])
 
     def charge(self, req: Req) -> Resp:
-        tenant = tenant_of(req) or "-"
-        raw = req.headers.get("idempotency-key")
-        try:
-            key = parse_key(raw, max_length=40)
-        except Invalid as exc:
-            return error(400, str(exc))
-        if key is None:
-            return error(400, "Idempotency-Key is required")
-        if not KEY.fullmatch(key):
-            return error(400, "keys are 1 to 40 of A-Z a-z 0-9 _ -")
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, max_length=40, pattern=KEY,
+                         pattern_error="keys are 1 to 40 of A-Z a-z 0-9 _ -")
+        if isinstance(got, Resp):
+            return got
+        tenant, key, body = got.tenant or "-", got.key, got.body
         fp = fingerprint(req.method, req.target, body)
         with self.guard:
             self.sweep()

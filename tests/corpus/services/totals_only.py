@@ -14,37 +14,30 @@ so long keys that share a prefix collide.
 from __future__ import annotations
 
 import json
-import secrets
 import threading
-import time
 from typing import Any
 
 from tests.corpus.services._kit import (
-    Clock,
-    Invalid,
-    Ledger,
+    InMemory,
     Req,
     Resp,
     arguments,
-    canonical,
+    drop_expired,
     error,
     fingerprint,
-    parse_key,
+    provide,
+    read_keyed,
     serve_stdlib,
     stall,
-    tenant_of,
-    valid_amount,
 )
 
 RETENTION = 24 * 3600.0
 FLAWS = ("keyless-twice", "truncate-16")
 
 
-class Service:
+class Service(InMemory):
     def __init__(self, flaw: str | None) -> None:
-        self.flaw = flaw
-        self.clock = Clock()
-        self.ledger = Ledger()
+        super().__init__(flaw)
         self.lock = threading.Lock()
         # (tenant, key) -> (fingerprint, created, answer or None while running)
         self.table: dict[tuple[str, str], tuple[str, float, Resp | None]] = {}
@@ -69,22 +62,13 @@ class Service:
         return error(404, "no such route")
 
     def _expire(self) -> None:
-        horizon = self.clock.now() - RETENTION
-        for slot in [s for s, v in self.table.items() if v[1] <= horizon]:
-            del self.table[slot]
+        drop_expired(self.table, self.clock.now() - RETENTION, lambda v: v[1])
 
     def charge(self, req: Req) -> Resp:
-        tenant = tenant_of(req) or "-"
-        try:
-            key = parse_key(req.headers.get("idempotency-key"), max_length=128)
-        except Invalid as exc:
-            return error(400, str(exc))
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, max_length=128, required=None)
+        if isinstance(got, Resp):
+            return got
+        tenant, key, body = got.tenant or "-", got.key, got.body
         if key is None:  # lax: no protection asked for, none given
             answer = self.execute(req, tenant, None, body)
             if self.flaw == "keyless-twice" and answer.status == 201:
@@ -116,13 +100,7 @@ class Service:
         stall(req.headers.get("x-test-delay-ms"))
         if req.headers.get("x-test-fault") == "handler-error":
             raise RuntimeError("injected handler error")
-        if not valid_amount(body):
-            answer = error(400, "amount must be a positive integer")
-        else:
-            time.sleep(0.01)  # the payment provider
-            charge_id = "ch_" + secrets.token_hex(6)
-            answer = Resp(201, {"id": charge_id, "amount": body["amount"]},
-                          {"Location": f"/charges/{charge_id}"})
+        answer = provide(body, "ch", "/charges")
         with self.lock:
             if answer.status == 201:
                 self.ledger.add({"id": answer.body["id"], "tenant": tenant, "key": key})

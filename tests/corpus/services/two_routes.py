@@ -20,19 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.corpus.services._kit import (
-    Clock,
-    Invalid,
-    Ledger,
+    InMemory,
+    Record,
     Req,
     Resp,
     arguments,
-    canonical,
+    drop_expired,
     error,
     fingerprint,
-    parse_key,
     pause,
+    read_keyed,
     serve_asgi,
-    tenant_of,
     valid_amount,
 )
 
@@ -42,18 +40,13 @@ FLAWS = ("fingerprint-no-path", "no-tenant-scope")
 
 
 @dataclass
-class Entry:
-    fp: str
-    created: float
-    answer: Resp | None = None
+class Entry(Record):
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class Service:
+class Service(InMemory):
     def __init__(self, flaw: str | None) -> None:
-        self.flaw = flaw
-        self.clock = Clock()
-        self.ledger = Ledger()
+        super().__init__(flaw)
         self.entries: dict[tuple[str, str], Entry] = {}
         self.lock = asyncio.Lock()
 
@@ -76,24 +69,13 @@ class Service:
         return error(404, "no such route")
 
     def expire(self) -> None:
-        horizon = self.clock.now() - RETENTION
-        for slot in [s for s, e in self.entries.items() if e.created <= horizon]:
-            del self.entries[slot]
+        drop_expired(self.entries, self.clock.now() - RETENTION, lambda e: e.created)
 
     async def keyed(self, req: Req) -> Resp:
-        tenant = tenant_of(req) or "-"
-        try:
-            key = parse_key(req.headers.get("idempotency-key"), max_length=100)
-        except Invalid as exc:
-            return error(400, str(exc))
-        if key is None:
-            return error(400, "Idempotency-Key is required")
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, max_length=100)
+        if isinstance(got, Resp):
+            return got
+        tenant, key, body = got.tenant or "-", got.key, got.body
         where = "" if self.flaw == "fingerprint-no-path" else req.target
         fp = fingerprint(req.method, where, body)
         slot = ("*" if self.flaw == "no-tenant-scope" else tenant, key)

@@ -22,18 +22,16 @@ from contextlib import closing
 from typing import Any
 
 from tests.corpus.services._kit import (
-    Invalid,
     Req,
     Resp,
     arguments,
-    canonical,
     error,
     fingerprint,
-    parse_key,
+    open_sqlite,
+    provide,
+    read_keyed,
     serve_asgi,
     stall,
-    tenant_of,
-    valid_amount,
 )
 
 RETENTION = 24 * 3600.0
@@ -52,13 +50,8 @@ insert or ignore into settings values ('clock_offset', 0);
 class Service:
     def __init__(self, db: str, flaw: str | None) -> None:
         self.db, self.flaw = db, flaw
-        with closing(self.connect()) as conn:
+        with closing(open_sqlite(self.db)) as conn:
             conn.executescript(SCHEMA)
-
-    def connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.db, timeout=30, isolation_level=None)
-        conn.execute("pragma journal_mode=wal")
-        return conn
 
     @staticmethod
     def now(conn: sqlite3.Connection) -> float:
@@ -73,7 +66,7 @@ class Service:
         return await asyncio.to_thread(self.admin, req)
 
     def admin(self, req: Req) -> Resp:
-        with closing(self.connect()) as conn:
+        with closing(open_sqlite(self.db)) as conn:
             if req.path == "/ready":
                 return Resp(200, {"ok": True})
             if req.path == "/ops/effects":
@@ -93,19 +86,10 @@ class Service:
         return error(404, "no such route")
 
     async def charge(self, req: Req) -> Resp:
-        tenant = tenant_of(req)
-        try:
-            key = parse_key(req.headers.get("idempotency-key"), max_length=255)
-        except Invalid as exc:
-            return error(400, str(exc))
-        if key is None:
-            return error(400, "Idempotency-Key is required")
-        if req.too_large:
-            return error(413, "body too large")
-        try:
-            body = canonical(req.body)
-        except ValueError:
-            return error(400, "the body must be JSON")
+        got = read_keyed(req, max_length=255)
+        if isinstance(got, Resp):
+            return got
+        tenant, key, body = got.tenant, got.key, got.body
         fp = fingerprint(req.method, req.target, body)
         token = secrets.token_hex(8)
         verdict = await asyncio.to_thread(self.claim, tenant, key, fp, token)
@@ -119,7 +103,7 @@ class Service:
 
     def claim(self, tenant: str | None, key: str, fp: str, token: str) -> Resp | None:
         """None when this request now holds the key, else the answer to give."""
-        with closing(self.connect()) as conn:
+        with closing(open_sqlite(self.db)) as conn:
             conn.execute("begin immediate")
             try:
                 now = self.now(conn)
@@ -149,7 +133,7 @@ class Service:
                 conn.execute("commit")
 
     def release(self, tenant: str | None, key: str, token: str) -> None:
-        with closing(self.connect()) as conn:
+        with closing(open_sqlite(self.db)) as conn:
             conn.execute("delete from idem where tenant = ? and key = ? and token = ? and "
                          "status is null", (tenant or "", key, token))
 
@@ -157,14 +141,8 @@ class Service:
         stall(req.headers.get("x-test-delay-ms"))
         if req.headers.get("x-test-fault") == "handler-error":
             raise RuntimeError("injected handler error")
-        if valid_amount(body):
-            time.sleep(0.01)  # the payment provider
-            charge = "ch_" + secrets.token_hex(6)
-            answer = Resp(201, {"id": charge, "amount": body["amount"]},
-                          {"Location": f"/api/charges/{charge}"})
-        else:
-            answer = error(400, "amount must be a positive integer")
-        with closing(self.connect()) as conn:
+        answer = provide(body, "ch", "/api/charges")
+        with closing(open_sqlite(self.db)) as conn:
             conn.execute("begin immediate")
             try:
                 fence = "" if self.flaw == "no-fencing" else " and token = ?"
