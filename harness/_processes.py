@@ -103,8 +103,7 @@ class ManagedProcess:
             self.kill()
             raise ServiceUnavailable(
                 self.name,
-                f"{_why_not_ready(exc, self._start_timeout)}; last lines of {self.log_path}:\n"
-                + self.log_tail(),
+                f"{_why_not_ready(exc, self._start_timeout)}; {self._output_said()}",
                 f"run the command by hand to see why: {shlex.join(self.command)}",
             ) from exc
         self._executor = executor
@@ -137,6 +136,12 @@ class ManagedProcess:
             return None
         self._forget()
         return code
+
+    def _output_said(self) -> str:
+        """The process's last words, inline: the log file may be removed with a run that was
+        refused before it began."""
+        tail = self.log_tail().strip()
+        return f"its last output lines:\n{tail}" if tail else "it printed nothing"
 
     def log_tail(self, lines: int = 20) -> str:
         try:

@@ -8,7 +8,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,10 +71,10 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
                          config.retry_horizon, time.monotonic() - clock, complete,
                          planned=planned, stopped_by=stopped_by)
 
-    emit(RunStarted(config.target, tuple(s.name for s in config.scenarios), seed,
-                    config.report_dir))
     workdir = (config.report_dir or state_dir() / "runs" / started_at.replace(":", "")) / "target"
+    report_dir_existed = workdir.parent.exists()
     shutil.rmtree(workdir, ignore_errors=True)  # the last run's store and logs: start afresh
+    began = False
     outcomes: list[ScenarioOutcome] = []
     toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                          else start_toxiproxy(log_dir=workdir))
@@ -83,6 +83,10 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
             config.target, toxiproxy=toxiproxy, workdir=workdir, instances=config.instances,
             allow_remote=config.allow_remote,
         ) as deployment:
+            # The banner only once the target is up: a target refused at start prints its
+            # reason alone, as a bad target file does.
+            emit(RunStarted(config.target, planned, seed, config.report_dir))
+            began = True
             for position, scenario in enumerate(config.scenarios):
                 emit(ScenarioStarted(scenario.name, position, len(config.scenarios)))
                 outcome = _run_one(scenario, deployment,
@@ -93,9 +97,20 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
         final = result(outcomes, complete=False, stopped_by=stop.signal_name)
         emit(RunFinished(final))
         return final
+    except HarnessError:
+        if not began:  # refused at start: leave nothing behind, as a refused target file does
+            _forget(workdir, keep_parent=report_dir_existed)
+        raise
     final = result(outcomes, complete=True)
     emit(RunFinished(final))
     return final
+
+
+def _forget(workdir: Path, *, keep_parent: bool) -> None:
+    shutil.rmtree(workdir, ignore_errors=True)
+    if not keep_parent:
+        with suppress(OSError):  # only when empty: never a file the user put there
+            workdir.parent.rmdir()
 
 
 def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, config: RunConfig,

@@ -217,8 +217,9 @@ def _target_file(tmp_path: Path, where: str) -> Path:
 @pytest.mark.parametrize(("where", "expected"), [
     ('url = "http://127.0.0.1:9"',
      "the service at http://127.0.0.1:9 is unavailable: it does not answer (connection refused)"),
-    ('[start]\ncommand = ["sh", "-c", "exit 7", "{port}"]',
-     "the command exited with code 7 before it was ready"),
+    ('[start]\ncommand = ["sh", "-c", "echo no database; exit 7", "{port}"]',
+     "the command exited with code 7 before it was ready; its last output lines:\nno database"),
+    ('url = "http://10.1.2.3:8000"', "refusing to send traffic to http://10.1.2.3:8000"),
 ])
 def test_a_target_that_is_not_there_stops_the_run_at_once(env: dict[str, str], tmp_path: Path,
                                                           where: str, expected: str) -> None:
@@ -231,3 +232,5 @@ def test_a_target_that_is_not_there_stops_the_run_at_once(env: dict[str, str], t
     assert expected in done.stderr and "Traceback" not in done.stderr
     assert "<" not in done.stderr.split("fix:")[0], "no executor repr in the message"
     assert time.monotonic() - started < 30
+    assert "idem-harness target" not in done.stdout + done.stderr, "no banner before a refusal"
+    assert not (tmp_path / "r").exists(), "a refused run leaves no report directory behind"
