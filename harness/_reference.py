@@ -38,7 +38,15 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
         raise UsageError("several reference server processes need a shared --store "
                          "(postgresql://... or sqlite:///PATH)")
     target = target.model_copy(update={"name": reference_name(store=store, flaw=flaw)})
+    target = target.with_enable_hints(_ENABLE_HINTS)
     return target.with_start_args(args) if args else target
+
+
+#: The flags that give the reference server what its target file cannot.
+_ENABLE_HINTS = {
+    "store-proxy": "runs on SQLite, which has no connection to cut: add --postgres (the "
+                   "server on PostgreSQL, reached through a proxy the harness can fault)",
+}
 
 
 def _check_flags(*, store: str | None, flaw: str | None) -> None:

@@ -26,7 +26,7 @@ from harness._nemesis import Fault, Nemesis, fault_named
 from harness._oracle import identities_sent, record_effects, record_total
 from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, Endpoint, Target, render_template
 
-__all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext"]
+__all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext", "missing_capability"]
 
 #: Seconds past the lease before the harness counts it as run out on the target's side: past
 #: the checker's own slack, so a retry it sends counts as after the lease.
@@ -51,6 +51,14 @@ CAPABILITY_HINTS = {
 }
 
 
+def missing_capability(target: Target, capability: str) -> str:
+    """Why ``target`` cannot do ``capability``, and how to give it that, in the user's terms."""
+    enable = target.enable_hints.get(capability)
+    if enable:
+        return f"target {target.name} {enable}"
+    return f"target {target.name} lacks {CAPABILITY_HINTS.get(capability, capability)}"
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One named story.  ``plan`` is its steps in words, faults included, for ``explain``."""
@@ -68,8 +76,7 @@ class Scenario:
         """Why this scenario cannot run against ``target``, or None when it can."""
         missing = sorted(self.needs - target.capabilities())
         if missing:
-            wanted = "; ".join(CAPABILITY_HINTS.get(m, m) for m in missing)
-            return f"target {target.name} lacks {wanted}"
+            return "; ".join(missing_capability(target, m) for m in missing)
         return self.applies(target)
 
 

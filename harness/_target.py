@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from harness._durations import parse_duration
 from harness._errors import TargetFileError
@@ -427,6 +435,9 @@ class Target(_Section):
     store_proxy: StoreProxy | None = None
     client: ClientSpec = Field(default_factory=ClientSpec)
     source: str = ""
+    #: How to give this target a missing capability, where the file is not the way (the
+    #: reference server's store proxy comes from ``--postgres``, not from its target file).
+    _enable_hints: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -469,6 +480,15 @@ class Target(_Section):
                 "must pass {store_port} on, for the target to start its database on that port"
             )
         return self
+
+    def with_enable_hints(self, hints: Mapping[str, str]) -> Target:
+        copy = self.model_copy()
+        copy._enable_hints = {**self._enable_hints, **hints}
+        return copy
+
+    @property
+    def enable_hints(self) -> Mapping[str, str]:
+        return self._enable_hints
 
     @property
     def keyed_operations(self) -> tuple[Endpoint, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness._nemesis import FAULTS
-from harness._scenario import CAPABILITY_HINTS
+from harness._scenario import missing_capability
 from harness._target import Target
 from harness.explore._actions import (
     Action,
@@ -51,8 +51,7 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
         where = f"step {number} ({action.text()})"
         needed = _needs(action)
         if needed is not None and needed not in capabilities:
-            problems.append(f"{where} needs {CAPABILITY_HINTS[needed]}, which target "
-                            f"{target.name} lacks")
+            problems.append(f"{where}: {missing_capability(target, needed)}")
         if isinstance(action, Crash) and target.hooks.crash is not None:
             points = list(target.hooks.crash.points) if target.hooks.crash.header else [
                 "in-flight"]
@@ -66,8 +65,8 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
                             f"{target.endpoint.label}")
         if isinstance(action, NewRequest | Burst | Keyless | Crash | Slow | HostileBody):
             if action.tenant != "a" and "tenants" not in capabilities:
-                problems.append(f"{where} uses a second tenant; target {target.name} lacks "
-                                f"{CAPABILITY_HINTS['tenants']}")
+                problems.append(f"{where} uses a second tenant: "
+                                f"{missing_capability(target, 'tenants')}")
             if not isinstance(action, Keyless):
                 plan = action.key
                 if plan.shape is None and plan.name not in keys:
@@ -85,7 +84,7 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
                 problems.append(f"{where}: unknown fault {action.fault!r}; known faults: "
                                 f"{', '.join(FAULTS)}")
             elif fault.where == "store" and "store-proxy" not in capabilities:
-                problems.append(f"{where} needs {CAPABILITY_HINTS['store-proxy']}")
+                problems.append(f"{where}: {missing_capability(target, 'store-proxy')}")
             if isinstance(action, FaultOn):
                 faults_on.add(action.fault)
             elif action.fault not in faults_on:

@@ -234,3 +234,13 @@ def test_a_target_that_is_not_there_stops_the_run_at_once(env: dict[str, str], t
     assert time.monotonic() - started < 30
     assert "idem-harness target" not in done.stdout + done.stderr, "no banner before a refusal"
     assert not (tmp_path / "r").exists(), "a refused run leaves no report directory behind"
+
+
+def test_store_outage_on_the_reference_server_names_the_flag_that_enables_it() -> None:
+    from harness._reference import reference_target
+    from scenarios import get_scenario
+
+    reason = get_scenario("store-outage").not_applicable(reference_target(store=None, flaw=None))
+    assert reason is not None and "add --postgres" in reason and "[store_proxy]" not in reason
+    assert get_scenario("store-outage").not_applicable(
+        reference_target(store="postgresql://u@127.0.0.1:5432/db", flaw=None)) is None
