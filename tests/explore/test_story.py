@@ -79,7 +79,7 @@ def test_a_story_that_cannot_run_against_a_target_says_every_reason_first() -> N
     problems = problems_with([Retry(id="o1"), Clock(seconds=60), FaultOff(fault="proxy-down"),
                               FaultOn(fault="gremlins")], bare)
     assert any("names operation o1, which no earlier step made" in p for p in problems)
-    assert any("needs a clock hook" in p for p in problems)
+    assert any("lacks a clock hook" in p for p in problems)
     assert any("heals a fault that is not on" in p for p in problems)
     assert any("unknown fault 'gremlins'" in p for p in problems)
     assert problems_with([REQUEST, Retry(id="o1")], load_target("reference")) == []
