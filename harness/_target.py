@@ -52,6 +52,7 @@ __all__ = [
     "placeholders",
     "render_template",
     "split_route",
+    "target_model",
 ]
 
 BUILTIN_TARGETS = Path(__file__).parent / "targets"
@@ -599,7 +600,9 @@ def render_template(value: Any, values: Mapping[str, Any]) -> Any:
 
 def _known_field_names() -> list[str]:
     """Every field name a target file may use, at any depth: what a misspelling is close to."""
-    sections: list[type[BaseModel]] = [Target, *_Section.__subclasses__()]
+    sections: list[type[BaseModel]] = [_Section]
+    for section in sections:  # every subclass at any depth: consumer tables extend these
+        sections += [s for s in section.__subclasses__() if s not in sections]
     return sorted({name for model in sections for name in model.model_fields} - {"source"})
 
 
@@ -620,10 +623,23 @@ def _fix_for(error: Mapping[str, Any], field: str) -> str:
     return "correct the value as the message says (docs/targets.md has a complete example)"
 
 
+def target_model(data: Mapping[str, Any], *, source: str = "") -> type[Target]:
+    """The model a target file's data is validated with: a queue consumer (``kind =
+    "consumer"`` or a ``[queue]`` table, harness/consumer/_target.py) or an HTTP service."""
+    kind = data.get("kind")
+    if kind is not None and kind != "consumer":
+        raise TargetFileError(source, [("kind", f"unknown kind {kind!r}",
+                                        'write kind = "consumer" for a queue consumer, or leave '
+                                        "kind out for an HTTP service")])
+    from harness.consumer._target import ConsumerTarget, is_consumer
+
+    return ConsumerTarget if is_consumer(data) else Target
+
+
 def parse_target(data: Mapping[str, Any], *, source: str) -> Target:
     """Validate parsed TOML into a ``Target`` or raise ``TargetFileError`` with every problem."""
     try:
-        return Target.model_validate({**data, "source": source})
+        return target_model(data, source=source).model_validate({**data, "source": source})
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

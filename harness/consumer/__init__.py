@@ -1,0 +1,13 @@
+"""Queue consumers: the same harness for background workers, on a real RabbitMQ (issue 16).
+
+A consumer target is driven through a real broker: the harness publishes with publisher
+confirms, the consumer reaches the broker through a Toxiproxy proxy the nemesis may cut or
+stall, and the consumer process may be killed and restarted.  Everything is recorded in the
+same history and judged by the same checker as an HTTP run (docs/consumers.md).
+"""
+
+from __future__ import annotations
+
+from harness.consumer._target import ConsumerTarget, is_consumer
+
+__all__ = ["ConsumerTarget", "is_consumer"]

@@ -1,0 +1,249 @@
+"""Consumer target files: a queue consumer described by the same kind of TOML file as an HTTP
+service, with ``kind = "consumer"`` (or a ``[queue]`` table) and four tables of its own:
+``[broker]``, ``[queue]``, ``[message]`` and consumer ``[promises]``.
+
+A ``ConsumerTarget`` is a ``Target``: the runner, the reports, the matrix and ``check`` carry it
+like any other, and the checker reads its promises.  The HTTP-only tables (``[endpoint]``,
+``[key]``, ``[tenant]``...) are refused with the table to use instead, because a consumer that
+silently ignored them would be judged against promises its author never meant.  The format is
+documented in docs/consumers.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from harness._target import (
+    Duration,
+    Hooks,
+    Promises,
+    Start,
+    Target,
+    _Section,
+    placeholders,
+)
+
+__all__ = [
+    "ACK_POLICIES",
+    "BrokerSpec",
+    "ConsumerHooks",
+    "ConsumerPromises",
+    "ConsumerStart",
+    "ConsumerTarget",
+    "DedupLocation",
+    "MessageSpec",
+    "PauseHook",
+    "QueueSpec",
+    "is_consumer",
+]
+
+DedupLocation = Literal["header", "message-id", "body"]
+ACK_POLICIES = ("after-work", "before-work")
+
+#: HTTP tables a consumer file may not use, and what to write instead.
+_HTTP_ONLY = {
+    "url": "a consumer is started by the harness: give a [start] table",
+    "endpoint": "describe the message in [message]",
+    "operations": "describe the message in [message]",
+    "key": "say where the dedup key goes in [message] (dedup = \"header\", \"message-id\" or "
+           "\"body\")",
+    "tenant": "consumers have no tenants here: leave [tenant] out",
+    "store_proxy": "leave [store_proxy] out: the consumer's broker connection is the one the "
+                   "harness faults",
+    "client": "leave [client] out: the harness publishes with publisher confirms",
+}
+
+
+def is_consumer(data: Mapping[str, Any]) -> bool:
+    """Does parsed TOML describe a queue consumer (``kind = "consumer"`` or a ``[queue]``)?"""
+    return data.get("kind") == "consumer" or "queue" in data
+
+
+class ConsumerStart(Start):
+    """How the harness starts the consumer.  The command gets ``{amqp_url}`` (the broker,
+    through a proxy the harness may cut), ``{queue}`` and, when it serves HTTP (health, effects,
+    hooks), ``{port}``.  ``ready = "queue"`` waits until the broker reports a consumer on the
+    queue: for a worker with no port of its own, such as Celery."""
+
+    ready: Literal["http", "tcp", "queue"] = "queue"  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _needs_port(self) -> ConsumerStart:
+        used = placeholders([*self.command, *self.env.values()])
+        if "amqp_url" not in used:
+            raise ValueError("the command (or env) must use {amqp_url}: the consumer has to "
+                             "reach the broker through the address the harness gives it")
+        if self.ready in ("http", "tcp") and "port" not in used:
+            raise ValueError(f"ready = \"{self.ready}\" needs {{port}} in the command (or env), "
+                             "so the harness chooses the port it checks; or use ready = \"queue\"")
+        return self
+
+
+class BrokerSpec(_Section):
+    """The broker: the harness's own RabbitMQ (``url`` left out) or a given one."""
+
+    url: str | None = None
+    #: Seconds of AMQP heartbeat the consumer is expected to use: how long the broker takes to
+    #: notice a stalled consumer.  The harness waits at most about three times this long.
+    heartbeat: Duration = 5.0
+
+    @model_validator(mode="after")
+    def _amqp(self) -> BrokerSpec:
+        if self.url is not None and not self.url.startswith(("amqp://", "amqps://")):
+            raise ValueError("url must start with amqp:// (for example "
+                             "amqp://guest:guest@127.0.0.1:5672/)")
+        return self
+
+
+class QueueSpec(_Section):
+    """Where messages go.  ``{run}`` in ``name`` is a word unique to the run, so runs that
+    share a broker do not share a queue; the start command receives the result as ``{queue}``.
+    With the default exchange (``""``) the routing key is the queue's name."""
+
+    name: str = "idem-{run}"
+    exchange: str = ""
+    routing_key: str = "{queue}"
+
+
+class MessageSpec(_Section):
+    """The message the harness publishes, and where its dedup key goes.
+
+    ``body`` is any JSON value (a Celery task message is a list); strings in it, in ``headers``
+    and in ``message_id`` may use ``{amount}``, ``{nonce}``, ``{key}`` and ``{message_id}``.
+    ``dedup = "header"`` puts the key in ``dedup_header``; ``"message-id"`` makes the key the
+    message id (so a republish keeps it); ``"body"`` means the templates carry ``{key}``.
+    ``poison`` is a body the consumer promises to refuse: without one there is no poison
+    scenario, since what is invalid is the consumer's to say.
+    """
+
+    body: Any = Field(default_factory=lambda: {"amount": "{amount}", "currency": "usd"})
+    headers: dict[str, Any] = Field(default_factory=dict)
+    content_type: str = "application/json"
+    message_id: str = "{message_id}"
+    dedup: DedupLocation = "header"
+    dedup_header: str = "Idempotency-Key"
+    poison: Any = None
+
+    @model_validator(mode="after")
+    def _key_has_a_place(self) -> MessageSpec:
+        used = placeholders([self.body, self.headers, self.message_id])
+        if self.dedup == "body" and "key" not in used:
+            raise ValueError("dedup = \"body\" needs {key} in the body (or headers) template, "
+                             "e.g. body = { key = \"{key}\", amount = \"{amount}\" }")
+        if "message_id" not in placeholders(self.message_id) and self.dedup != "message-id":
+            raise ValueError("message_id must use {message_id}: each publish needs its own id")
+        return self
+
+
+class ConsumerPromises(Promises):
+    """What the consumer says it does.  ``dedup_window``: how long a finished key is
+    remembered (a redelivery within it must not run the job again); ``lease``: how long a key
+    claimed by a consumer that died may stay claimed; ``ack``: when the consumer acks
+    (``after-work`` is at-least-once, ``before-work`` admits that a crash loses the job);
+    ``max_attempts``: deliveries of a poison message before it is dead-lettered;
+    ``dead_letter_queue``: where it goes (may use ``{queue}``)."""
+
+    dedup_window: Duration | None = None
+    ack: Literal["after-work", "before-work"] = "after-work"
+    max_attempts: int | None = Field(default=None, ge=1)
+    dead_letter_queue: str | None = None
+
+
+class PauseHook(_Section):
+    """A message header that makes the consumer wait at a point of its work: how the harness
+    meets a job in progress (``before-work``: claimed, nothing committed) or holds one that is
+    done (``before-ack``: committed, not acked).  Values may use ``{ms}``."""
+
+    header: str
+    points: dict[Literal["before-work", "before-ack"], str] = Field(min_length=1)
+
+
+class EventsHook(_Section):
+    """An HTTP feed of what the consumer did (deliveries, commits, acks), on its own port:
+    ``GET path?after=N`` answering ``{"events": [...], "next": M}`` (docs/consumers.md)."""
+
+    path: str
+
+
+class ConsumerHooks(Hooks):
+    """The HTTP hooks a consumer may offer on its ``{port}``: clock, store size and cleanup as
+    for an HTTP service, plus ``pause`` and ``events``.  The request hooks (slow, crash,
+    handler errors) have no meaning for a consumer and are refused."""
+
+    pause: PauseHook | None = None
+    events: EventsHook | None = None
+
+    @model_validator(mode="after")
+    def _no_request_hooks(self) -> ConsumerHooks:
+        used = [n for n in ("crash", "slow", "handler_error") if getattr(self, n) is not None]
+        if self.handler_errors:
+            used.append("handler_errors")
+        if used:
+            raise ValueError(f"{', '.join(used)} are HTTP request hooks; a consumer target "
+                             "offers clock, store_size, cleanup, pause and events")
+        return self
+
+
+class ConsumerTarget(Target):
+    """A validated consumer target file."""
+
+    kind: Literal["consumer"] = "consumer"
+    start: ConsumerStart
+    broker: BrokerSpec = Field(default_factory=BrokerSpec)
+    queue: QueueSpec = Field(default_factory=QueueSpec)
+    message: MessageSpec = Field(default_factory=MessageSpec)
+    promises: ConsumerPromises = Field(default_factory=ConsumerPromises)
+    hooks: ConsumerHooks = Field(default_factory=ConsumerHooks)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_http_tables(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        for name, instead in _HTTP_ONLY.items():
+            if data.get(name) is not None and not _default_table(name, data[name]):
+                raise ValueError(f"[{name}] describes an HTTP service; for a consumer, {instead}")
+        if "start" not in data:
+            raise ValueError("a consumer target needs a [start] table: the harness starts the "
+                             "consumer, to hand it the broker's address through a proxy")
+        return data
+
+    def capabilities(self) -> frozenset[str]:
+        """What consumer scenarios may rely on (``CONSUMER_CAPABILITY_HINTS`` says how to
+        provide each)."""
+        caps = set()
+        hooks, promises = self.hooks, self.promises
+        if hooks.clock:
+            caps.add("clock")
+        if self.can_restart:
+            caps.add("restart")
+        if self.shares_state:
+            caps.add("instances")
+        if hooks.store_size:
+            caps.add("store-size")
+        if hooks.cleanup:
+            caps.add("cleanup")
+        if hooks.pause and "before-work" in hooks.pause.points:
+            caps.add("pause-before-work")
+        if hooks.pause and "before-ack" in hooks.pause.points:
+            caps.add("pause-before-ack")
+        if promises.dedup_window is not None:
+            caps.add("dedup-window")
+        if promises.lease is not None:
+            caps.add("lease")
+        if self.message.poison is not None:
+            caps.add("poison")
+        if self.message.dedup != "message-id":
+            caps.add("republish")
+        return frozenset(caps)
+
+
+def _default_table(name: str, value: Any) -> bool:
+    """A table as ``model_dump`` writes it back for a consumer (defaults, not the author's):
+    a saved run's definition holds every field, and must load again."""
+    defaults = ConsumerTarget.model_fields[name].get_default(call_default_factory=True)
+    dumped = defaults.model_dump(mode="json") if hasattr(defaults, "model_dump") else defaults
+    return bool(value == dumped)
