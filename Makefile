@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 REPORT_DIR ?= reports/latest
 
-.PHONY: setup run test lint bench clean toxiproxy postgres examples chromium
+.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq examples chromium
 
-setup: $(INSTALLED) toxiproxy postgres chromium examples
+setup: $(INSTALLED) toxiproxy postgres rabbitmq chromium examples
 
 $(INSTALLED): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ toxiproxy:
 
 postgres:
 	@scripts/ensure-postgres
+
+# Debian's rabbitmq-server, for queue-consumer targets (the harness starts throwaway nodes).
+rabbitmq:
+	@scripts/ensure-rabbitmq
 
 # Debian's chromium, for the HTML report's browser tests (Playwright drives it, downloads nothing).
 chromium:

@@ -1,4 +1,5 @@
-"""Session services for the whole suite: one Toxiproxy and one PostgreSQL, really started.
+"""Session services for the whole suite: one Toxiproxy, one PostgreSQL and one RabbitMQ, really
+started.
 
 Outside CI a missing service skips the tests that need it, saying why; under ``CI=true`` it
 fails them, because a gate that silently skips its fault injection proves nothing.
@@ -13,6 +14,7 @@ import pytest
 from harness._errors import ServiceUnavailable
 from harness._postgres import PostgresServer, start_postgres
 from harness._processes import stop_children_on_sigterm
+from harness._rabbitmq import RabbitServer, start_rabbitmq
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from tests.missing import missing
 
@@ -35,6 +37,16 @@ def toxiproxy_server() -> Iterator[ToxiproxyServer]:
 def postgres_server() -> Iterator[PostgresServer]:
     try:
         server = start_postgres()
+    except ServiceUnavailable as exc:
+        missing(str(exc))
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[RabbitServer]:
+    try:
+        server = start_rabbitmq()
     except ServiceUnavailable as exc:
         missing(str(exc))
     with server:
