@@ -38,8 +38,11 @@ examples: $(INSTALLED)
 run: setup
 	$(BIN)/idem-harness run --reference --postgres --report-dir $(REPORT_DIR)
 
+# The suite waits on networks and processes more than it computes: three workers on two cores
+# (each with its own Toxiproxy and PostgreSQL); a module's tests stay on one worker.
+TEST_JOBS ?= 3
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
