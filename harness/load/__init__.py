@@ -4,7 +4,7 @@ Two kinds of process take part, and the line between them is the point of this p
 
 - The load command's process (this package's public surface, ``harness.cli``): it starts the
   target and Toxiproxy, runs the chaos schedule through the nemesis, then merges the histories,
-  asks the oracle about every key and judges P1 and P2.  It never imports Locust.
+  asks the oracle about every key and judges P1, P2, P4 and P5.  It never imports Locust.
 - Locust processes (a local runner, or a master and its workers): they import ``locust`` before
   anything else, because Locust's gevent patching ends in a ``RecursionError`` inside ``ssl`` when
   ``ssl`` is already loaded, and httpx, requests and toxiproxy-python (so ``harness`` itself) load

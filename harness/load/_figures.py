@@ -16,6 +16,7 @@ from harness._analysis import Attempt, View
 from harness._checker import CheckResult
 from harness._client import is_final
 from harness._target import Promises
+from harness.load._charges import DOUBLE_SUBMIT, REUSE
 
 __all__ = ["fault_windows", "load_figures", "percentiles", "timeline"]
 
@@ -50,7 +51,6 @@ def load_figures(view: View, promises: Promises, check: CheckResult) -> dict[str
     done = [a for a in attempts if a.completion is not None]
     seconds = _span(attempts)
     keys = view.keyed()
-    tries = [len(key_attempts) for _, key_attempts in keys]
     give_ups = sum(
         1 for _, key_attempts in keys
         if not any(a.completion is not None and is_final(a.completion, promises)
@@ -64,7 +64,10 @@ def load_figures(view: View, promises: Promises, check: CheckResult) -> dict[str
     no_answer = Counter(a.completion.error or "unknown" for a in done
                         if a.completion is not None and a.status is None)
     first = [_latency_ms(a) for a in done if a.invoke.attempt == 1]
-    retry = [_latency_ms(a) for a in done if (a.invoke.attempt or 1) > 1]
+    retries = [a for a in attempts if (a.invoke.attempt or 1) > 1 and a.invoke.label != REUSE]
+    retry = [_latency_ms(a) for a in retries if a.completion is not None]
+    reuses = [a for a in attempts if a.invoke.label == REUSE]
+    per_key = Counter(a.identity for a in retries)
     return {
         "seconds": round(seconds, 3),
         "requests": len(attempts),
@@ -75,10 +78,12 @@ def load_figures(view: View, promises: Promises, check: CheckResult) -> dict[str
             "first": {**percentiles(first), "count": len(first)},
             "retry": {**percentiles(retry), "count": len(retry)},
         },
-        "retries": len(attempts) - len(keys),
-        "retries_per_key": {"mean": round((sum(tries) - len(tries)) / len(tries), 3)
-                            if tries else 0.0,
-                            "max": max(tries, default=1) - 1},
+        "retries": len(retries),
+        "retries_per_key": {"mean": round(len(retries) / len(keys), 3) if keys else 0.0,
+                            "max": max(per_key.values(), default=0)},
+        "double_submits": len({a.identity for a in attempts if a.invoke.label == DOUBLE_SUBMIT}),
+        "reuses": len({a.identity for a in reuses}),
+        "reuses_refused": sum(1 for a in reuses if a.status == promises.mismatch_status),
         "status_409": sum(1 for a in done if a.status == promises.in_progress_status),
         "replays": (sum(1 for a in done if promises.marks_replay(a.headers))
                     if marker else None),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent.pool
@@ -79,6 +80,7 @@ class LoadNode:
         self.client = RecordingClient(self.target, self.history, list(plan.urls))
         self._numbers = itertools.count()
         self._charges = gevent.pool.Group()
+        self._copies = gevent.pool.Group()  # the copies of double submits, inside a charge
         self._cpu_origin = time.process_time()
         self._shipped = False
 
@@ -87,11 +89,17 @@ class LoadNode:
         tenant = f"t{number % 4}-{self.plan.run_id}" if self.target.tenant is not None else None
         return Customer(process=f"{self.name}u{number}", number=number,
                         run_id=self.plan.run_id, tenant=tenant,
-                        rng=random.Random(f"{self.plan.seed}:{self.name}:{number}"))
+                        rng=random.Random(f"{self.plan.seed}:{self.name}:{number}"),
+                        double_submit=self.plan.double_submit, reuse=self.plan.reuse)
 
     def charge(self, customer: Customer) -> None:
         """One charge to the end of its retries, in a greenlet that outlives a stopped user."""
-        self._charges.spawn(customer.charge, self.client, self.plan.policy).get()
+        self._charges.spawn(customer.charge, self.client, self.plan.policy, self._together).get()
+
+    def _together(self, calls: Sequence[Callable[[], list[Event]]]) -> list[list[Event]]:
+        """The calls in greenlets of their own, at once (the copies of a double submit)."""
+        greenlets = [self._copies.spawn(call) for call in calls]
+        return [greenlet.get() for greenlet in greenlets]
 
     def ship(self, runner: Runner) -> None:
         """Once: let the charges still running finish, then send the history."""
@@ -101,6 +109,7 @@ class LoadNode:
         self._charges.join(timeout=self.plan.drain_timeout)
         cut = len(self._charges)
         self._charges.kill()
+        self._copies.kill()
         self.client.close()
         runner.send_message(HISTORY_MESSAGE, self._payload(cut))
 

@@ -66,6 +66,9 @@ class LoadPlan:
     report_dir: str
     work_dir: str
     master_port: int | None = None
+    #: The shares of charges that are double-submitted, and that reuse their key afterwards.
+    double_submit: float = 0.0
+    reuse: float = 0.0
 
     @property
     def drain_timeout(self) -> float:

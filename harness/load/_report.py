@@ -1,9 +1,10 @@
 """A load run's files and its terminal summary: views of the result, judging nothing.
 
 The run's history, results.json and junit.xml are written by the same code as ``idem-harness
-run`` (one scenario named ``load``, judged on P1 and P2).  ``load.json`` adds what only a load run
-has, in the shape the HTML report charts: ``figures``, a per-second ``timeline`` and the
-``fault_windows`` to shade, plus the CPU split, the chaos schedule and the settings.
+run`` (one scenario named ``load``, judged on P1, P2, P4 and P5).  ``load.json`` adds what only
+a load run has, in the shape the HTML report charts: ``figures``, a per-second ``timeline`` and
+the ``fault_windows`` to shade, plus the CPU split, the chaos schedule, the settings and what the
+run did not exercise.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from harness.load._run import LoadResult
+from harness.load._run import LOAD_PROPERTIES, LoadResult
 from harness.reports import write_atomic, write_report
 
 __all__ = ["LOAD_FILE", "load_summary", "render_load_json", "write_load_report"]
 
 LOAD_FILE = "load.json"
 FINDINGS_SHOWN = 10
+VERDICT_STYLES = {"pass": "green", "inconclusive": "bold yellow"}
 
 
 def render_load_json(result: LoadResult) -> str:
@@ -35,6 +37,7 @@ def render_load_json(result: LoadResult) -> str:
         "schedule": [asdict(window) for window in result.schedule],
         "settings": result.settings,
         "problems": list(result.problems),
+        "not_exercised": list(result.not_exercised),
     }
     return json.dumps(document, indent=2) + "\n"
 
@@ -67,6 +70,8 @@ def _figures_table(result: LoadResult) -> Table:
         ("retries p50/p95/p99 ms", _ms(f["latency_ms"]["retry"])),
         ("retries per key (mean, max)", f"{f['retries_per_key']['mean']:.2f}, "
                                         f"{f['retries_per_key']['max']}"),
+        ("double submits, reuses (refused)", f"{f['double_submits']}, {f['reuses']} "
+                                             f"({f['reuses_refused']})"),
         ("409 in progress", str(f["status_409"])),
         ("replays", "n/a" if f["replays"] is None else str(f["replays"])),
         ("give-ups", str(f["give_ups"])),
@@ -85,7 +90,8 @@ def _figures_table(result: LoadResult) -> Table:
 
 
 def load_summary(result: LoadResult) -> RenderableType:
-    """The figures, the first findings with their keys, and the verdict."""
+    """The figures, the first findings with their keys, what was not exercised, and the
+    verdict."""
     parts: list[RenderableType] = [_figures_table(result)]
     check = result.check
     findings = check.findings if check else []
@@ -101,11 +107,13 @@ def load_summary(result: LoadResult) -> RenderableType:
                           "results.json", style="dim"))
     for problem in result.problems:
         parts.append(Text(f"problem: {problem}", style="yellow"))
+    for shortfall in result.not_exercised:
+        parts.append(Text(f"not exercised: {shortfall}", style="yellow"))
     verdict = result.run.verdict
     parts.append(Text.assemble(
-        ("\n" + verdict.upper(), "green" if verdict == "pass" else "bold red"),
-        f" · P1 {_verdict(result, 'P1')} · P2 {_verdict(result, 'P2')} · "
-        f"{len(findings)} finding(s) · report in {result.run.report_dir}"))
+        ("\n" + verdict.upper(), VERDICT_STYLES.get(verdict, "bold red")),
+        "".join(f" · {p} {_verdict(result, p)}" for p in LOAD_PROPERTIES),
+        f" · {len(findings)} finding(s) · report in {result.run.report_dir}"))
     return Group(*parts)
 
 

@@ -2,8 +2,8 @@
 
 Jepsen's shape again: the Locust processes (generators and clients) and the chaos thread
 (nemesis) only act and record; once they are done the histories are merged, the oracle is asked
-about every key, and the checker judges P1 and P2 over the whole history.  Everything Locust
-runs lives in separate processes (see ``harness.load``); this module never imports it.
+about every key, and the checker judges P1, P2, P4 and P5 over the whole history.  Everything
+Locust runs lives in separate processes (see ``harness.load``); this module never imports it.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.load._chaos import ChaosRunner
 from harness.load._cpu import CpuMeter, CpuSplit
 from harness.load._effects import collect_effects
+from harness.load._exercise import not_exercised
 from harness.load._figures import fault_windows, load_figures, timeline
 from harness.load._launch import LocustProcesses
 from harness.load._merge import merge_histories, read_wall_events, shift
@@ -42,10 +43,14 @@ from harness.load._schedule import CHAOS_PROFILES, Window, chaos_schedule
 
 __all__ = ["LOAD_PROPERTIES", "LoadConfig", "LoadResult", "run_load"]
 
-#: A load run makes no in-flight, reuse or retention probes of its own, so the other properties
-#: would only judge side effects of the chaos; the two that matter under load are judged: no key
-#: charged twice (P1), and no key answered 2xx without its one charge (P2).
-LOAD_PROPERTIES = ("P1", "P2")
+#: What the load sends decides what is judged: no key charged twice (P1), no key answered 2xx
+#: without its one charge (P2), the reuses refused (P4) and the double submits and retries that
+#: meet a running original answered as in flight (P5).  It makes no retention, tenant or bad
+#: input probes, so the other properties would only judge side effects of the chaos.
+LOAD_PROPERTIES = ("P1", "P2", "P4", "P5")
+#: The shares of charges sent twice at once (a double click) and reused with another body.
+DOUBLE_SUBMIT_SHARE = 0.125
+REUSE_SHARE = 0.0625
 
 SCENARIO = "load"
 
@@ -67,6 +72,8 @@ class LoadConfig:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     allow_remote: bool = False
     retry_horizon: float = DEFAULT_RETRY_HORIZON
+    double_submit: float = DOUBLE_SUBMIT_SHARE
+    reuse: float = REUSE_SHARE
     schedule: Sequence[Window] | None = None
     toxiproxy: ToxiproxyServer | None = None
 
@@ -87,6 +94,10 @@ class LoadConfig:
                             f"give at most --users ({self.users}) workers")
         if self.request_timeout <= 0:
             problems.append("--request-timeout must be more than 0 (for example 2s)")
+        if not (0 <= self.double_submit <= 1 and 0 <= self.reuse <= 1
+                and self.double_submit + self.reuse <= 1):
+            problems.append("the double-submit and reuse shares must be between 0 and 1, and "
+                            "together at most 1")
         if self.chaos not in CHAOS_PROFILES:
             problems.append(f"unknown --chaos {self.chaos!r}; choose one of "
                             f"{', '.join(CHAOS_PROFILES)}")
@@ -104,6 +115,8 @@ class LoadResult:
     schedule: tuple[Window, ...]
     settings: dict[str, Any]
     problems: tuple[str, ...] = ()
+    #: What the run did not exercise (``_exercise``): each makes it inconclusive.
+    not_exercised: tuple[str, ...] = ()
 
     @property
     def check(self) -> CheckResult | None:
@@ -144,6 +157,7 @@ def run_load(config: LoadConfig, *,
             target=target_definition(config.target), request_timeout=config.request_timeout,
             policy=config.policy, report_dir=str(config.report_dir), work_dir=str(work_dir),
             master_port=free_port() if config.workers else None,
+            double_submit=config.double_submit, reuse=config.reuse,
         )
         plan_path = work_dir / "plan.json"
         plan.write(plan_path)
@@ -179,24 +193,27 @@ def run_load(config: LoadConfig, *,
         check = judge(events, config.target, config.retry_horizon,
                       base_url=deployment.instances[0].direct_url, properties=LOAD_PROPERTIES)
     problems = tuple(chaos.errors) + _node_problems(nodes)
-    verdict = check.verdict if not problems else merge_verdicts([check.verdict, "unknown"])
-    outcome = ScenarioOutcome(SCENARIO, verdict, LOAD_PROPERTIES, check,
-                              "; ".join(problems) or None, events, time.monotonic() - clock)
     view = View(events)
+    shortfalls = tuple(not_exercised(view, chaos=config.chaos, schedule=schedule,
+                                     duration=config.duration))
+    reasons = problems + tuple(f"not exercised: {s}" for s in shortfalls)
+    verdict = check.verdict if not reasons else merge_verdicts([check.verdict, "unknown"])
+    outcome = ScenarioOutcome(SCENARIO, verdict, LOAD_PROPERTIES, check,
+                              "; ".join(reasons) or None, events, time.monotonic() - clock)
     figures = load_figures(view, config.target.promises, check)
     settings = _settings(config, seed)
     run = RunResult(config.target, (outcome,), seed, started_at, config.report_dir,
                     config.retry_horizon, time.monotonic() - clock, True,
                     extra={"load": {**settings, "figures": figures}})
     return LoadResult(run, figures, timeline(view), fault_windows(view), cpu, schedule,
-                      settings, problems)
+                      settings, problems, shortfalls)
 
 
 def _settings(config: LoadConfig, seed: int) -> dict[str, Any]:
     return {"users": config.users, "spawn_rate": config.spawn_rate,
             "duration": config.duration, "chaos": config.chaos, "servers": config.servers,
             "workers": config.workers, "request_timeout": config.request_timeout,
-            "seed": seed}
+            "seed": seed, "double_submit": config.double_submit, "reuse": config.reuse}
 
 
 def _server_pids(deployment: Deployment) -> list[int]:

@@ -52,7 +52,8 @@ def test_load_under_storm_from_the_command_line(toxiproxy_server: ToxiproxyServe
 
     results = _json(tmp_path / "results.json")
     assert results["verdict"] == "pass"
-    assert results["scenarios"][0]["property_verdicts"] == {"P1": "pass", "P2": "pass"}
+    assert results["scenarios"][0]["property_verdicts"] == {
+        "P1": "pass", "P2": "pass", "P4": "pass", "P5": "pass"}
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").open()]
     assert {"request", "fault", "crash", "restart", "effects"} <= {e["f"] for e in history}
     assert [e["index"] for e in history] == list(range(len(history)))
@@ -70,7 +71,8 @@ def test_distributed_load_over_two_servers_sharing_postgresql(
     result = run_load(LoadConfig(
         target=reference_target(store=store, flaw=None, servers=2), users=4, spawn_rate=20,
         duration=3.0, report_dir=tmp_path, servers=2, workers=1, seed=5,
-        chaos="flaky-network", toxiproxy=toxiproxy_server,
+        chaos="flaky-network", schedule=[Window(0.5, 1.5, "response-reset")],
+        toxiproxy=toxiproxy_server,
     ))
     assert result.run.verdict == "pass", result.check
     assert result.figures["keys"] > 0 and result.figures["duplicates"] == 0
