@@ -8,6 +8,7 @@ from harness._interrupts import interrupt_on_signals
 from harness.cli._catalog import explain, list_scenarios
 from harness.cli._demo import demo
 from harness.cli._explore import explore_command, replay_command
+from harness.cli._init import init
 from harness.cli._load import load
 from harness.cli._matrix import matrix
 from harness.cli._run import check, run
@@ -24,5 +25,5 @@ def main() -> None:
 
 
 for command in (run, check, list_scenarios, explain, matrix, serve, demo, load,
-                explore_command, replay_command):
+                explore_command, replay_command, init):
     main.add_command(command)
