@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_CODES",
     "SIGNAL_EXIT",
     "Handler",
+    "Progress",
     "RunEvent",
     "RunFinished",
     "RunResult",
@@ -131,6 +132,16 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Where a long scenario stands: the explorer's phase (``drawing``, ``shrinking``,
+    ``minimising``) and how many examples it has run, for the live line."""
+
+    scenario: str
+    phase: str
+    examples: int
+
+
+@dataclass(frozen=True)
 class ScenarioFinished:
     outcome: ScenarioOutcome
     partial: RunResult
@@ -141,7 +152,7 @@ class RunFinished:
     result: RunResult
 
 
-RunEvent = RunStarted | ScenarioStarted | Step | ScenarioFinished | RunFinished
+RunEvent = RunStarted | ScenarioStarted | Step | Progress | ScenarioFinished | RunFinished
 
 
 class Handler(Protocol):

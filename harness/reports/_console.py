@@ -12,6 +12,7 @@ from rich.text import Text
 
 from harness._durations import format_duration
 from harness._outcomes import (
+    Progress,
     RunEvent,
     RunFinished,
     RunResult,
@@ -73,6 +74,8 @@ class ConsoleReport:
         self._started = time.monotonic()
         self._done, self._total = 0, 0
         self._position = ""
+        self._phase = ""
+        self._examples = 0
 
     def handle(self, event: RunEvent) -> None:
         if isinstance(event, RunStarted):
@@ -83,6 +86,7 @@ class ConsoleReport:
         elif isinstance(event, ScenarioStarted):
             self._current, self._requests, self._unanswered = event.name, 0, 0
             self._faults, self._clock, self._down = [], 0.0, False
+            self._phase, self._examples = "", 0
             self._started = time.monotonic()
             self._done, self._total = event.position, event.total
             self._position = f"[{event.position + 1}/{event.total}]"
@@ -92,6 +96,8 @@ class ConsoleReport:
                 self._live.start()
         elif isinstance(event, Step):
             self._follow(event)
+        elif isinstance(event, Progress):
+            self._phase, self._examples = event.phase, event.examples
         elif isinstance(event, ScenarioFinished):
             self._stop_live()
             if not self.quiet:
@@ -117,7 +123,8 @@ class ConsoleReport:
             self._down = event.f == "crash"
 
     def _status(self) -> Text:
-        """``[3/10] ━━━━──── in-flight-retry · 3 requests · fault response-timeout · 1.2s``;
+        """``[3/10] ━━━━──── in-flight-retry · 3 requests · fault response-timeout · 1.2s``
+        (the explorer adds its phase and example count: ``explore · shrinking · example 12``);
         redrawn by the live display, so the time moves while a request hangs."""
         width = 12
         filled = round(width * self._done / self._total) if self._total else 0
@@ -125,6 +132,8 @@ class ConsoleReport:
         line.append("━" * filled, style="green")
         line.append("─" * (width - filled), style="dim")
         line.append(f" {self._current}", style="bold cyan")
+        if self._phase:
+            line.append(f" · {self._phase} · example {self._examples}", style="cyan")
         line.append(f" · {self._requests} request{'' if self._requests == 1 else 's'}")
         if self._unanswered:
             line.append(f" ({self._unanswered} unanswered)", style="yellow")
