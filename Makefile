@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 REPORT_DIR ?= reports/latest
 
-.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq examples chromium
+.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq examples chromium faketime
 
-setup: $(INSTALLED) toxiproxy postgres rabbitmq chromium examples
+setup: $(INSTALLED) toxiproxy postgres rabbitmq chromium faketime examples
 
 $(INSTALLED): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ postgres:
 # Debian's rabbitmq-server, for queue-consumer targets (the harness starts throwaway nodes).
 rabbitmq:
 	@scripts/ensure-rabbitmq
+
+# libfaketime (Debian's packages) and its preload shim, for targets whose clock the harness moves
+# from outside ([clock] kind = "faketime").
+faketime:
+	@scripts/ensure-faketime
 
 # Debian's chromium, for the HTML report's browser tests (Playwright drives it, downloads nothing).
 chromium:
