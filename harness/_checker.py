@@ -11,6 +11,7 @@ import importlib
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from harness._analysis import View
 from harness._errors import UsageError
@@ -27,6 +28,7 @@ from harness._target import (
 
 __all__ = [
     "PROPERTIES",
+    "QUEUE_PROPERTIES",
     "CheckOptions",
     "CheckResult",
     "Inconclusive",
@@ -52,12 +54,16 @@ class CheckOptions:
     keyless: KeylessCounting = "exact"
     #: The declared keyed operations as (METHOD, path); empty means "whatever was sent".
     operations: tuple[tuple[str, str], ...] = ()
+    #: An HTTP service's history, or a queue consumer's (judged by ``QUEUE_PROPERTIES``).
+    kind: Literal["http", "consumer"] = "http"
 
     @classmethod
     def for_target(cls, target: Target, retry_horizon: float = 86400.0) -> CheckOptions:
         operations = tuple((o.method.upper(), o.path) for o in target.keyed_operations)
+        kind: Literal["http", "consumer"] = (
+            "consumer" if getattr(target, "kind", "http") == "consumer" else "http")
         return cls(target.promises, retry_horizon, target.key,
-                   keyless_counting(target.effects), operations)
+                   keyless_counting(target.effects), operations, kind)
 
     def declares(self, method: str | None, path: str | None) -> bool:
         """Is ``method path`` (query string aside) an operation the target says is keyed?  An
@@ -82,8 +88,9 @@ class PropertySpec:
 class Registry:
     """Properties by id; registering an id twice is a programming error, caught at import."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str = "harness._properties") -> None:
         self._specs: dict[str, PropertySpec] = {}
+        self._module = module
 
     def register(self, spec: PropertySpec) -> None:
         if spec.id in self._specs:
@@ -105,7 +112,7 @@ class Registry:
         """The specs, P1-P11 among them: ``harness._properties`` registers those when it is
         imported, which happens on first use rather than at ``import harness`` so that the
         package stays cheap to import (every pytest run imports it, through the plugin)."""
-        importlib.import_module("harness._properties")
+        importlib.import_module(self._module)
         return self._specs
 
     def specs(self) -> list[PropertySpec]:
@@ -113,13 +120,16 @@ class Registry:
 
 
 PROPERTIES = Registry()
+#: The same property ids judged over a queue consumer's history (harness/consumer/_properties.py).
+QUEUE_PROPERTIES = Registry("harness.consumer._properties")
 
 
-def prop(property_id: str, title: str) -> Callable[[PropertyCheck], PropertyCheck]:
+def prop(property_id: str, title: str, *,
+         registry: Registry = PROPERTIES) -> Callable[[PropertyCheck], PropertyCheck]:
     """Register a property check: ``@prop("P1", "at most one side effect per (tenant, key)")``."""
 
     def register(check: PropertyCheck) -> PropertyCheck:
-        PROPERTIES.register(PropertySpec(property_id, title, check))
+        registry.register(PropertySpec(property_id, title, check))
         return check
 
     return register
@@ -168,7 +178,8 @@ def check_history(
 ) -> CheckResult:
     """Judge one history against the chosen properties (all registered ones by default)."""
     view = View(events)
-    chosen = [PROPERTIES[p] for p in properties] if properties else PROPERTIES.specs()
+    registry = QUEUE_PROPERTIES if options.kind == "consumer" else PROPERTIES
+    chosen = [registry[p] for p in properties] if properties else registry.specs()
     results = {spec.id: _check_safe(spec, view, options) for spec in chosen}
     findings = sort_findings(f for r in results.values() for f in r.findings)
     notes = [n for r in results.values() for n in r.notes]

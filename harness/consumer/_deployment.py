@@ -1,0 +1,292 @@
+"""A consumer target as a run sees it: the broker, each consumer process behind its own
+Toxiproxy proxy to the broker, the effects oracle, the hooks and the harness's own AMQP client.
+
+The harness publishes and inspects on a direct connection; each consumer reaches the broker
+through its proxy, so a fault meant for one consumer's connection never touches the harness's
+evidence.  Processes are ``ManagedProcess``es like an HTTP target's: started, killed, restarted.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from harness._errors import ServiceError, ServiceUnavailable, UsageError
+from harness._network import free_port, require_loopback
+from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
+from harness._processes import ManagedProcess
+from harness._recorder import Recorder
+from harness._target import HttpEffects, RecorderEffects, SqlEffects, render_template
+from harness._toxiproxy import ToxiproxyProxy, ToxiproxyServer
+from harness.consumer._amqp import AmqpClient, QueueState
+from harness.consumer._target import ConsumerTarget
+
+__all__ = ["ConsumerDeployment", "ConsumerInstance"]
+
+
+@dataclass
+class ConsumerInstance:
+    """One consumer process and the proxy through which it reaches the broker."""
+
+    number: int
+    proxy: ToxiproxyProxy
+    process: ManagedProcess
+    port: int | None
+
+    @property
+    def name(self) -> str:
+        return f"consumer-{self.number}"
+
+
+def _through(url: str, listen: str) -> str:
+    """``url`` with its host and port replaced by a proxy's ``listen`` address."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit(parts._replace(netloc=credentials + listen))
+
+
+class ConsumerDeployment:
+    """Starts the consumers the target file describes and tears all of it down on ``close``."""
+
+    def __init__(self, target: ConsumerTarget, *, toxiproxy: ToxiproxyServer, broker_url: str,
+                 workdir: Path, allow_remote: bool = False) -> None:
+        self.target = target
+        self.toxiproxy = toxiproxy
+        self.broker_url = broker_url
+        self.workdir = workdir
+        self.allow_remote = allow_remote
+        self.run_id = uuid.uuid4().hex[:8]
+        self.queue = str(render_template(target.queue.name, {"run": self.run_id}))
+        values = {"queue": self.queue, "run": self.run_id}
+        self.exchange = str(render_template(target.queue.exchange, values))
+        self.routing_key = str(render_template(target.queue.routing_key, values))
+        dlq = target.promises.dead_letter_queue
+        self.dead_letter_queue = str(render_template(dlq, values)) if dlq else None
+        self.instances: list[ConsumerInstance] = []
+        self.oracle: EffectOracle | None = None
+        self.recorder: Recorder | None = None
+        self.amqp = AmqpClient(broker_url)
+        self._values: dict[str, Any] = {}
+        self._hooks_http = httpx.Client(timeout=10.0)
+        self._process_lock = threading.RLock()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> ConsumerDeployment:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        require_loopback(self.broker_url, allow_remote=self.allow_remote)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        values: dict[str, Any] = {
+            "python": sys.executable, "workdir": str(self.workdir.absolute()),
+            "queue": self.queue, "run": self.run_id,
+            "dead_letter_queue": self.dead_letter_queue or "",
+        }
+        if isinstance(self.target.effects, RecorderEffects):
+            self.recorder = Recorder(self.target.effects.port or 0)
+            values["recorder_url"] = self.recorder.url
+        self._values = values
+        self.ensure_instances(1)
+        self.oracle = self._make_oracle()
+
+    def ensure_instances(self, count: int) -> None:
+        if count > 1 and not self.target.shares_state:
+            raise UsageError(f"target {self.target.name}: several consumers need "
+                             "start.shared_state = true (they share one store)")
+        while len(self.instances) < count:
+            self.instances.append(self._start_instance(len(self.instances)))
+
+    def _start_instance(self, number: int) -> ConsumerInstance:
+        start = self.target.start
+        broker = urlsplit(self.broker_url)
+        proxy = self.toxiproxy.client.create_proxy(
+            f"idem-{self.run_id}-consumer-{number}",
+            f"{broker.hostname}:{broker.port or 5672}")
+        port = free_port(start.host)
+        values = {**self._values, "port": port, "instance": number,
+                  "amqp_url": _through(self.broker_url, proxy.listen)}
+        env = {k: str(render_template(v, values)) for k, v in start.env.items()}
+        if self.recorder is not None and isinstance(self.target.effects, RecorderEffects):
+            env[self.target.effects.env] = self.recorder.url
+        ready_url = ready_port = None
+        if start.ready == "http":
+            ready_url = f"http://{start.host}:{port}{start.ready_path}"
+        elif start.ready == "tcp":
+            ready_port = (start.host, port)
+        else:  # ready when the broker reports it: the proxy accepts at once, then we ask
+            proxy_host, _, proxy_port = proxy.listen.rpartition(":")
+            ready_port = (proxy_host, int(proxy_port))
+        process = ManagedProcess(
+            f"consumer {self.target.name}#{number}",
+            [str(render_template(part, values)) for part in start.command],
+            log_path=self.workdir / f"consumer-{number}.log",
+            ready_url=ready_url, ready_port=ready_port, env=env, cwd=self._start_cwd(),
+            start_timeout=start.ready_timeout)
+        instance = ConsumerInstance(number, proxy, process, port)
+        self._launch(instance, consumers=number + 1)
+        return instance
+
+    def _launch(self, instance: ConsumerInstance, *, consumers: int) -> None:
+        """Start the process and wait until the broker counts ``consumers`` on the queue: the
+        consumer is only ready once it can receive a message."""
+        with self._process_lock:
+            instance.process.start()
+        self.wait_for_consumers(consumers, process=instance.process)
+
+    def wait_for_consumers(self, count: int, *, process: ManagedProcess | None = None,
+                           timeout: float | None = None) -> QueueState:
+        deadline = time.monotonic() + (timeout or self.target.start.ready_timeout)
+        state = self.amqp.queue_state(self.queue)
+        while not (state.exists and state.consumers >= count):
+            if process is not None and not process.running():
+                raise ServiceUnavailable(
+                    process.name, "it exited before it consumed from queue "
+                    f"{self.queue!r}; its last output lines:\n{process.log_tail()}",
+                    f"run the command by hand to see why: {' '.join(process.command)}")
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(
+                    process.name if process else f"consumers of {self.target.name}",
+                    f"the broker counts {state.consumers} consumer(s) on queue "
+                    f"{self.queue!r}, not {count}, after "
+                    f"{timeout or self.target.start.ready_timeout:g} s",
+                    f"check that the consumer reads the queue it is given ({{queue}}) from "
+                    f"the broker at {{amqp_url}}; see {self.workdir}")
+            time.sleep(0.05)
+            state = self.amqp.queue_state(self.queue)
+        return state
+
+    def _start_cwd(self) -> str | None:
+        cwd = self.target.start.cwd
+        if cwd is None or Path(cwd).is_absolute() or not self.target.source:
+            return cwd
+        return str(Path(self.target.source).absolute().parent / cwd)
+
+    def _make_oracle(self) -> EffectOracle:
+        values = {**self._values, "port": self.instances[0].port}
+        values.pop("python", None)
+        rendered = render_template(self.target.effects.model_dump(), values)
+        effects = type(self.target.effects).model_validate(rendered)
+        if isinstance(effects, HttpEffects):
+            return HttpOracle(effects, base_url=self.admin_url(),
+                              allow_remote=self.allow_remote)
+        if isinstance(effects, SqlEffects):
+            return SqlOracle(effects, allow_remote=self.allow_remote)
+        assert self.recorder is not None
+        return RecorderOracle(self.recorder)
+
+    def admin_url(self, number: int = 0) -> str:
+        return f"http://{self.target.start.host}:{self.instances[number].port}"
+
+    def close(self) -> None:
+        for instance in self.instances:
+            with suppress(ServiceError):
+                instance.proxy.delete()
+            instance.process.stop()
+        self.instances = []
+        if self.oracle is not None:
+            self.oracle.close()
+            self.oracle = None
+        elif self.recorder is not None:
+            self.recorder.close()
+        self.recorder = None
+        self._hooks_http.close()
+        self.amqp.close()
+
+    # ---- process faults --------------------------------------------------------------------
+
+    def kill(self, number: int = 0) -> None:
+        with self._process_lock:
+            self.instances[number].process.kill()
+
+    def stop(self, number: int = 0) -> None:
+        """Stop a consumer gracefully (SIGTERM): what it had not acked goes back to the queue."""
+        with self._process_lock:
+            self.instances[number].process.stop()
+
+    def start_again(self, number: int = 0) -> None:
+        """Start a consumer again (after a kill, a stop or an exit) and wait until it consumes."""
+        instance = self.instances[number]
+        with self._process_lock:
+            if instance.process.running():
+                instance.process.kill()
+        self._launch(instance, consumers=self.running())
+
+    def running(self) -> int:
+        return sum(1 for i in self.instances if i.process.running())
+
+    def exited_by_themselves(self) -> list[tuple[int, int]]:
+        exited = []
+        with self._process_lock:
+            for instance in self.instances:
+                if instance.process.running():
+                    continue
+                code = instance.process.wait_exit(0)
+                if code is not None:
+                    exited.append((instance.number, code))
+        return exited
+
+    # ---- hooks -----------------------------------------------------------------------------
+
+    def hook(self, method: str, path: str, body: Any = None,
+             values: Mapping[str, Any] | None = None, *, number: int = 0,
+             query: Mapping[str, Any] | None = None) -> Any:
+        """Call an HTTP hook on consumer ``number``'s port."""
+        if self.instances[number].port is None:
+            raise UsageError(f"target {self.target.name} serves no HTTP port for hooks")
+        filled = {**self._values, **(values or {})}
+        path = str(render_template(path, filled))
+        body = render_template(body, filled) if body else None
+        try:
+            response = self._hooks_http.request(method, self.admin_url(number) + path,
+                                                json=body, params=query)
+            response.raise_for_status()
+            return response.json() if response.content else None
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ServiceError(f"hook {method} {path} failed: {exc}; check [hooks] in "
+                               f"{self.target.source}") from exc
+
+    def advance_clock(self, seconds: float) -> None:
+        """Every consumer's clock: they share a store, and any of them may take a message."""
+        hook = self.target.hooks.clock
+        if hook is None:
+            raise UsageError(f"target {self.target.name} has no clock hook")
+        whole = int(seconds) if float(seconds).is_integer() else seconds
+        for instance in self.instances:
+            if instance.process.running():
+                self.hook(hook.method, hook.path, hook.body, {"seconds": whole},
+                          number=instance.number)
+
+    def store_size(self) -> dict[str, int]:
+        hook = self.target.hooks.store_size
+        if hook is None:
+            raise UsageError(f"target {self.target.name} has no store_size hook")
+        data = self.hook(hook.method, hook.path)
+        size = {"rows": int(data[hook.rows])}
+        if hook.in_progress:
+            size["in_progress"] = int(data[hook.in_progress])
+        return size
+
+    def cleanup(self) -> None:
+        hook = self.target.hooks.cleanup
+        if hook is None:
+            raise UsageError(f"target {self.target.name} has no cleanup hook")
+        self.hook(hook.method, hook.path)

@@ -1,0 +1,67 @@
+"""A consumer's own report of what it did, turned into history events.
+
+The broker tells the harness little about deliveries (a passive declare counts ready messages
+and consumers, not deliveries or acks), so a consumer that offers an events feed
+(``[hooks] events``) lets the history hold each delivery with its redelivered flag, each commit
+and each ack.  The feed is read from every consumer, as the scenario waits, so events land in
+the history close to when they happened.  A consumer without a feed is judged from effects,
+publishes and queue state alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from harness._errors import ServiceError
+from harness._history import History
+from harness.consumer._deployment import ConsumerDeployment
+
+__all__ = ["FEED_KINDS", "EventFeed"]
+
+#: The event types a feed may report, as history ``f`` values.
+FEED_KINDS = frozenset({"deliver", "commit", "ack", "nack", "requeue", "dead-letter", "skip"})
+
+
+class EventFeed:
+    def __init__(self, deployment: ConsumerDeployment, history: History) -> None:
+        self.deployment = deployment
+        self.history = history
+        self._after: dict[tuple[int, int | None], int] = {}
+        self._deliveries: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def poll(self) -> None:
+        """Read every running consumer's new events into the history."""
+        hook = self.deployment.target.hooks.events
+        if hook is None:
+            return
+        with self._lock:
+            for instance in self.deployment.instances:
+                if not instance.process.running():
+                    continue
+                cursor = (instance.number, instance.process.pid)
+                try:
+                    data = self.deployment.hook("GET", hook.path, number=instance.number,
+                                                query={"after": self._after.get(cursor, 0)})
+                except ServiceError:
+                    continue  # a consumer being killed or restarted: its events come next time
+                for item in data.get("events", []) if isinstance(data, dict) else []:
+                    self._record(instance.name, item)
+                if isinstance(data, dict) and isinstance(data.get("next"), int):
+                    self._after[cursor] = data["next"]
+
+    def _record(self, process: str, item: dict[str, Any]) -> None:
+        kind = str(item.get("type", ""))
+        if kind not in FEED_KINDS:
+            return
+        key = item.get("key")
+        value = {k: v for k, v in item.items() if k not in ("type", "key") and v is not None}
+        self.history.record("ok", kind, process, key=key if isinstance(key, str) else None,
+                            value=value)
+        if kind == "deliver" and isinstance(key, str):
+            self._deliveries[key] += 1
+
+    def delivered(self, key: str) -> int:
+        return self._deliveries[key]

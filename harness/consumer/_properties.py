@@ -1,0 +1,251 @@
+"""P1, P2, P9, P10 and P11 judged over a queue consumer's history, under the same ids as for an
+HTTP service (the dedup key is the idempotency key), registered in ``QUEUE_PROPERTIES``.
+
+Where the evidence cannot decide (the queue did not settle, an oracle could not count, a lease
+had not passed) the verdict is unknown with the reason: a false finding is as bad as a miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from harness._analysis import EffectsSeen, View
+from harness._checker import QUEUE_PROPERTIES, CheckOptions, Inconclusive, prop
+from harness._durations import format_duration
+from harness._findings import Finding, Note
+from harness._target import LEASE_SLACK
+from harness.consumer._analysis import Incident, Publish, QueueView
+from harness.consumer._target import ConsumerPromises
+
+__all__: list[str] = []
+
+
+def _promises(options: CheckOptions) -> ConsumerPromises:
+    promises = options.promises
+    return promises if isinstance(promises, ConsumerPromises) else ConsumerPromises()
+
+
+def _effects(view: View, key: str) -> EffectsSeen:
+    seen = view.effects.get((None, key))
+    if seen is None or seen.count is None:
+        reason = seen.error if seen and seen.error else "no effects were recorded"
+        raise Inconclusive(f"side effects of key {key} unknown: {reason}")
+    return seen
+
+
+def _windows(view: View, publishes: list[Publish], window: float | None) -> int:
+    """How many dedup windows the key's publishes span: each may run the job once."""
+    count, opened = 0, None
+    for publish in publishes:
+        at = view.target_time(publish.invoke)
+        if opened is None or (window is not None and at - opened > window):
+            count, opened = count + 1, at
+    return max(count, 1)
+
+
+def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
+    """How a key ran twice, told from the evidence alone; silent when it cannot tell."""
+    ids = {p.message_id for p in publishes}
+    redelivered = [d for d in queue.events_of("deliver", key) if d.value.get("redelivered")]
+    if len(ids) > 1 and any(p.invoke.label == "republish" for p in publishes):
+        return ("The producer published the same key again under a new message id and the "
+                "consumer ran it as a new job: it deduplicates by message id, not by the key.")
+    if len(ids) > 1:
+        return ("Copies of the message with the same key were each run: the key was not "
+                "claimed atomically before the work.")
+    if queue.incidents():
+        return ("The message came back after " + queue.incidents()[0].what + ", and the "
+                "consumer ran the job again instead of finding the key done.")
+    if redelivered:
+        return "A redelivered message ran the job again instead of finding the key done."
+    return ""
+
+
+@prop("P1", "at most one effect per dedup key", registry=QUEUE_PROPERTIES)
+def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
+    queue = QueueView(view)
+    window = _promises(options).dedup_window
+    for key, publishes in queue.ordinary():
+        effects = _effects(view, key)
+        allowed = _windows(view, publishes, window)
+        assert effects.count is not None
+        if effects.count > allowed:
+            span = "" if allowed == 1 else f" ({allowed} dedup windows)"
+            yield Finding("P1", key,
+                          f"{effects.count} effects for key {key} where at most {allowed} may "
+                          f"exist{span}: {queue.story(key)}. {_why_twice(queue, key, publishes)}"
+                          .rstrip(),
+                          queue.evidence(key, effects.index))
+        elif allowed > 1 and effects.count > 1:
+            yield Note("P1", key,
+                       f"{effects.count} effects for key {key}: a message came after the "
+                       f"promised dedup window ({format_duration(window or 0)}) and ran as a "
+                       "new job, which the contract allows")
+
+
+@prop("P2", "no lost outcome: every confirmed message has exactly one effect once the queue "
+            "drains", registry=QUEUE_PROPERTIES)
+def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
+    queue = QueueView(view)
+    promises = _promises(options)
+    for key, publishes in queue.ordinary():
+        if not any(p.confirmed for p in publishes):
+            continue
+        effects = _effects(view, key)
+        if effects.count:
+            continue
+        left = queue.events_of("leftover", key)
+        dead = queue.events_of("dead-lettered", key)
+        if dead:
+            yield Finding("P2", key,
+                          f"the confirmed message for key {key} was dead-lettered without an "
+                          f"effect: a valid job was thrown away ({queue.story(key)})",
+                          queue.evidence(key, effects.index))
+        elif left:
+            yield Note("P2", key,
+                       f"the message for key {key} was still in the queue when the run "
+                       "stopped waiting, with no effect: whether it would have run is unknown",
+                       undecided=True)
+        elif queue.drained is None:
+            yield Note("P2", key, f"key {key} has no effect and the queue did not settle: "
+                                  "whether its job was lost is unknown", undecided=True)
+        elif promises.ack == "before-work" and queue.incidents():
+            yield Note("P2", key,
+                       f"key {key} has no effect: its message was acked before the work and "
+                       f"lost with the consumer, which the target admits (ack = before-work)")
+        else:
+            yield Finding("P2", key,
+                          f"the broker confirmed the message for key {key}, the queue drained, "
+                          f"and there is no effect: the job is lost ({queue.story(key)}). "
+                          + _why_lost(queue),
+                          queue.evidence(key, effects.index,
+                                         *(d.index for d in queue.drains[-1:])))
+
+
+def _why_lost(queue: QueueView) -> str:
+    if queue.incidents():
+        return (f"The message was gone from the queue after {queue.incidents()[0].what}: it "
+                "was acked before its work was done.")
+    return "Its message was acked and its work never done."
+
+
+@prop("P9", "crash safety: after a kill or a lost connection, redeliveries converge to one "
+            "effect and no key is stuck", registry=QUEUE_PROPERTIES)
+def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
+    queue = QueueView(view)
+    promises = _promises(options)
+    for incident in queue.incidents():
+        for key, publishes in queue.ordinary():
+            if not any(p.maybe_queued and p.invoke.time <= incident.end.time
+                       for p in publishes):
+                continue
+            yield from _converged(queue, incident, key, promises)
+
+
+def _converged(queue: QueueView, incident: Incident, key: str,
+               promises: ConsumerPromises) -> Iterator[Finding | Note]:
+    view = queue.view
+    effects = _effects(view, key)
+    evidence = queue.evidence(key, incident.start.index, incident.end.index, effects.index)
+    left = queue.events_of("leftover", key)
+    drain = queue.drains[-1] if queue.drains else None
+    if left or drain is None or drain.type != "ok":
+        waited = (view.target_time(drain) - view.target_time(incident.end)) if drain else 0.0
+        lease = promises.lease
+        if drain is not None and lease is not None and waited > lease + LEASE_SLACK:
+            yield Finding("P9", key,
+                          f"key {key} was still not done {format_duration(waited)} after "
+                          f"{incident.what}, past the promised lease of "
+                          f"{format_duration(lease)}: it is stuck ({queue.story(key)})",
+                          evidence)
+        else:
+            yield Note("P9", key,
+                       f"after {incident.what} key {key} had not settled when the run "
+                       "stopped waiting" + (f", before the promised lease of "
+                                            f"{format_duration(lease)} ran out"
+                                            if lease is not None else "")
+                       + ": whether it is stuck is unknown", undecided=True)
+        return
+    if effects.count is not None and effects.count > 1:
+        yield Finding("P9", key,
+                      f"after {incident.what}, key {key} ended with {effects.count} effects "
+                      f"instead of exactly one ({queue.story(key)})", evidence)
+
+
+@prop("P10", "poison messages cause no effect, do not loop, and the consumer keeps serving",
+      registry=QUEUE_PROPERTIES)
+def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
+    queue = QueueView(view)
+    promises = _promises(options)
+    for key, _ in queue.poisoned():
+        effects = _effects(view, key)
+        evidence = queue.evidence(key, effects.index)
+        if effects.count:
+            yield Finding("P10", key, f"the poison message for key {key} caused "
+                                      f"{effects.count} effect(s)", evidence)
+        delivered = queue.events_of("deliver", key)
+        limit = promises.max_attempts
+        if limit is not None and len(delivered) > limit:
+            yield Finding("P10", key,
+                          f"the poison message for key {key} was delivered {len(delivered)} "
+                          f"times where the consumer promises at most {limit} attempts: it "
+                          "loops instead of being dead-lettered", evidence)
+            continue
+        left = queue.events_of("leftover", key)
+        dead = queue.events_of("dead-lettered", key)
+        if left and promises.dead_letter_queue and queue.drains:
+            yield Finding("P10", key,
+                          f"the poison message for key {key} was still in the queue after "
+                          f"{format_duration(float(queue.drains[-1].value.get('waited', 0)))}"
+                          f", never dead-lettered to {promises.dead_letter_queue} as promised"
+                          + (f" ({len(delivered)} deliveries seen)" if delivered else
+                             ": it keeps coming back"), evidence)
+        elif promises.dead_letter_queue and not dead and not left and queue.drained:
+            yield Finding("P10", key,
+                          f"the poison message for key {key} was dropped: it is neither in "
+                          f"the queue nor in the promised dead-letter queue "
+                          f"{promises.dead_letter_queue}", evidence)
+    yield from _kept_serving(queue)
+
+
+def _kept_serving(queue: QueueView) -> Iterator[Finding]:
+    for exit_event in queue.view.exits:
+        yield Finding("P10", None,
+                      f"the consumer exited with code {exit_event.value.get('code')} during "
+                      f"{exit_event.value.get('scenario')}: nothing killed it",
+                      (exit_event.index,))
+    if not queue.poisoned():
+        return
+    first_poison = min(p.invoke.time for _, ps in queue.poisoned() for p in ps)
+    for key, publishes in queue.ordinary():
+        if any(p.invoke.label == "control" and p.invoke.time > first_poison for p in publishes):
+            seen = queue.view.effects.get((None, key))
+            if seen is not None and seen.count == 0 and queue.drained is not None:
+                yield Finding("P10", key,
+                              f"after the poison message, an ordinary message (key {key}) "
+                              "was never processed: the consumer stopped serving",
+                              queue.evidence(key, seen.index))
+
+
+@prop("P11", "bounded storage: expired dedup keys are removed", registry=QUEUE_PROPERTIES)
+def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
+    queue = QueueView(view)
+    window = _promises(options).dedup_window
+    if not view.store_sizes or window is None or not view.events:
+        return
+    grace = options.promises.cleanup_interval or 0.0
+    start = view.target_time(view.events[0])
+    first_use = {key: view.target_time(publishes[0].invoke)
+                 for key, publishes in queue.publishes.items()}
+    for observation in view.store_sizes:
+        now = view.target_time(observation)
+        if now < start + window + grace:
+            continue
+        live = sum(1 for t in first_use.values() if t > now - window - grace)
+        rows = int(observation.value.get("rows", 0))
+        if rows > live:
+            yield Finding("P11", None,
+                          f"the dedup table holds {rows} rows {format_duration(now - start)} "
+                          f"into the run, but only {live} keys are within the dedup window of "
+                          f"{format_duration(window)}: expired keys are not removed",
+                          (observation.index,))

@@ -1,0 +1,168 @@
+"""The runner for a consumer target: the broker, Toxiproxy and the consumers, then each scenario,
+then the same judge and the same run events as an HTTP run, so every report works unchanged.
+
+``harness._runner.run_scenarios`` hands a ``ConsumerTarget`` here; nothing else differs for the
+front ends (``run``, ``matrix``, the pytest plugin).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime
+
+from harness._errors import HarnessError
+from harness._findings import merge_verdicts
+from harness._history import History
+from harness._interrupts import Interrupted
+from harness._outcomes import (
+    Handler,
+    RunEvent,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    ScenarioFinished,
+    ScenarioOutcome,
+    ScenarioStarted,
+    Step,
+)
+from harness._paths import state_dir
+from harness._rabbitmq import RabbitServer, start_rabbitmq
+from harness._runner import RunConfig, judge, run_scenarios
+from harness._scenario import Scenario
+from harness._toxiproxy import start_toxiproxy
+from harness.consumer._context import ConsumerContext
+from harness.consumer._deployment import ConsumerDeployment
+from harness.consumer._scenario import ConsumerScenario, http_only
+from harness.consumer._target import ConsumerTarget
+
+__all__ = ["run_consumer_scenarios", "run_target", "shared_broker"]
+
+_shared: list[RabbitServer] = []
+
+
+@contextmanager
+def shared_broker() -> Iterator[RabbitServer]:
+    """One broker for every consumer run inside the block (the matrix's rows), instead of a
+    node each: a node takes seconds to boot."""
+    with start_rabbitmq() as server:
+        _shared.append(server)
+        try:
+            yield server
+        finally:
+            _shared.remove(server)
+
+
+@contextmanager
+def _broker(target: ConsumerTarget) -> Iterator[str]:
+    if target.broker.url is not None:
+        yield target.broker.url
+    elif _shared:
+        yield _shared[-1].url
+    else:
+        with start_rabbitmq() as server:
+            yield server.url
+
+
+def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
+    target = config.target
+    assert isinstance(target, ConsumerTarget)
+    seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**32)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.monotonic()
+    planned = tuple(s.name for s in config.scenarios)
+
+    def emit(event: RunEvent) -> None:
+        for handler in handlers:
+            handler.handle(event)
+
+    def result(outcomes: list[ScenarioOutcome], *, complete: bool,
+               stopped_by: str | None = None) -> RunResult:
+        return RunResult(target, tuple(outcomes), seed, started_at, config.report_dir,
+                         config.retry_horizon, time.monotonic() - clock, complete,
+                         planned=planned, stopped_by=stopped_by)
+
+    emit(RunStarted(target, planned, seed, config.report_dir))
+    workdir = (config.report_dir or state_dir() / "runs" / started_at.replace(":", "")) / "target"
+    shutil.rmtree(workdir, ignore_errors=True)
+    outcomes: list[ScenarioOutcome] = []
+    runnable = [s for s in config.scenarios if _reason(s, target) is None]
+    try:
+        for scenario in [s for s in config.scenarios if s not in runnable]:
+            outcomes.append(ScenarioOutcome(scenario.name, "n/a", scenario.properties,
+                                            reason=_reason(scenario, target)))
+        if runnable:
+            toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
+                                 else start_toxiproxy(log_dir=workdir))
+            with toxiproxy_context as toxiproxy, _broker(target) as broker_url, \
+                    ConsumerDeployment(target, toxiproxy=toxiproxy, broker_url=broker_url,
+                                       workdir=workdir,
+                                       allow_remote=config.allow_remote) as deployment:
+                for scenario in runnable:
+                    assert isinstance(scenario, ConsumerScenario)
+                    emit(ScenarioStarted(scenario.name, planned.index(scenario.name),
+                                         len(planned)))
+                    outcome = _run_one(scenario, deployment,
+                                       random.Random(f"{seed}:{scenario.name}"), config, emit)
+                    outcomes.append(outcome)
+                    emit(ScenarioFinished(outcome, result(_in_order(outcomes, planned),
+                                                          complete=False)))
+    except Interrupted as stop:
+        final = result(_in_order(outcomes, planned), complete=False,
+                       stopped_by=stop.signal_name)
+        emit(RunFinished(final))
+        return final
+    final = result(_in_order(outcomes, planned), complete=True)
+    emit(RunFinished(final))
+    return final
+
+
+def _reason(scenario: Scenario, target: ConsumerTarget) -> str | None:
+    return (scenario.not_applicable(target) if isinstance(scenario, ConsumerScenario)
+            else http_only(target))
+
+
+def _in_order(outcomes: list[ScenarioOutcome], planned: tuple[str, ...]) -> list[ScenarioOutcome]:
+    return sorted(outcomes, key=lambda o: planned.index(o.name))
+
+
+def _run_one(scenario: ConsumerScenario, deployment: ConsumerDeployment, rng: random.Random,
+             config: RunConfig, emit: Callable[[RunEvent], None]) -> ScenarioOutcome:
+    started = time.monotonic()
+    history = History()
+    history.subscribe(lambda event: emit(Step(scenario.name, event)))
+    context = ConsumerContext(scenario_name=scenario.name, deployment=deployment,
+                              history=history, rng=rng)
+    error = None
+    try:
+        scenario.drive(context)
+    except HarnessError as exc:
+        error = f"the scenario could not finish: {exc}"
+    except Exception as exc:  # a generator bug: report it, judge what was recorded, go on
+        error = "the scenario crashed: " + "".join(traceback.format_exception_only(exc)).strip()
+    finally:
+        context.nemesis.heal_all()
+        context.notice_exits()
+    try:
+        if not any(e.f == "drain" for e in history.events()):
+            context.drain()
+        context.collect_effects()
+    except HarnessError as exc:
+        error = error or f"the queue could not be drained: {exc}"
+    check = judge(history.events(), deployment.target, config.retry_horizon,
+                  base_url=deployment.admin_url())
+    verdict = check.verdict if error is None else merge_verdicts([check.verdict, "unknown"])
+    return ScenarioOutcome(scenario.name, verdict, scenario.properties, check, error,
+                           history.events(), time.monotonic() - started)
+
+
+def run_target(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
+    """Run ``config``: a queue consumer here, an HTTP service by ``run_scenarios``.  Every
+    front end calls this, so each works for both kinds of target."""
+    if isinstance(config.target, ConsumerTarget):
+        return run_consumer_scenarios(config, handlers)
+    return run_scenarios(config, handlers)

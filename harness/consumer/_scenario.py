@@ -1,0 +1,78 @@
+"""Consumer scenarios: ``Scenario``s of the one catalog that drive a queue consumer.
+
+They sit in ``scenarios/`` beside the HTTP ones, with a story and a plan, so ``idem-harness
+scenarios`` and ``explain`` show both kinds.  Each kind is not applicable to the other kind of
+target, with the reason, so a run of the whole catalog says n/a instead of failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from harness._errors import UsageError
+from harness._scenario import Scenario, ScenarioContext
+from harness._target import Target
+from harness.consumer._context import ConsumerContext
+from harness.consumer._target import ConsumerTarget
+
+__all__ = ["CONSUMER_CAPABILITY_HINTS", "ConsumerScenario", "consumer_scenario", "http_only"]
+
+#: Why a consumer capability is missing, in the words of the target file.
+CONSUMER_CAPABILITY_HINTS = {
+    "clock": "a clock hook ([hooks] clock) to advance the consumer's clock",
+    "restart": "start.restartable = true",
+    "instances": "start.shared_state = true (several consumers share one store)",
+    "store-size": "a key-store size hook ([hooks] store_size)",
+    "cleanup": "a cleanup hook ([hooks] cleanup)",
+    "pause-before-work": "a pause hook with a before-work point ([hooks.pause])",
+    "pause-before-ack": "a pause hook with a before-ack point ([hooks.pause])",
+    "dedup-window": "a promised dedup window (promises.dedup_window)",
+    "lease": "a promised lease (promises.lease)",
+    "poison": "a poison message the consumer refuses ([message] poison)",
+    "republish": "a dedup key the producer chooses (dedup = \"header\" or \"body\"): with "
+                 "dedup = \"message-id\" a republish is the same message",
+}
+
+
+def http_only(target: Target) -> str | None:
+    """Why an HTTP scenario cannot run against ``target``, when it is a queue consumer."""
+    if isinstance(target, ConsumerTarget):
+        return (f"an HTTP scenario: target {target.name} is a queue consumer, with no HTTP "
+                "endpoint to send requests to")
+    return None
+
+
+def _not_http(ctx: ScenarioContext) -> None:
+    raise UsageError(f"{ctx.scenario.name} is a queue-consumer scenario: give a consumer "
+                     "target (kind = \"consumer\")")
+
+
+@dataclass(frozen=True)
+class ConsumerScenario(Scenario):
+    """A scenario whose ``drive`` publishes messages and faults a consumer."""
+
+    drive: Callable[[ConsumerContext], None] = field(default=lambda ctx: None)
+
+    def not_applicable(self, target: Target, *,
+                       unavailable: Mapping[str, str] | None = None) -> str | None:
+        if not isinstance(target, ConsumerTarget):
+            return (f"a queue-consumer scenario: target {target.name} is an HTTP service, "
+                    "with no queue to publish to")
+        lost = sorted(self.needs & (unavailable or {}).keys())
+        if lost:
+            return "; ".join((unavailable or {})[m] for m in lost)
+        missing = sorted(self.needs - target.capabilities())
+        if missing:
+            wanted = "; ".join(CONSUMER_CAPABILITY_HINTS.get(m, m) for m in missing)
+            return f"target {target.name} lacks {wanted}"
+        return self.applies(target)
+
+
+def consumer_scenario(*, name: str, summary: str, story: str, properties: tuple[str, ...],
+                      plan: tuple[str, ...], drive: Callable[[ConsumerContext], None],
+                      needs: frozenset[str] = frozenset(),
+                      applies: Callable[[Target], str | None] = lambda target: None,
+                      ) -> ConsumerScenario:
+    return ConsumerScenario(name=name, summary=summary, story=story, properties=properties,
+                            plan=plan, run=_not_http, needs=needs, applies=applies, drive=drive)

@@ -1,0 +1,141 @@
+"""The checker over hand-written consumer histories: each property's finding, its pass, and
+"unknown" where the evidence cannot decide."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness._checker import CheckOptions, check_history
+from harness._history import NEMESIS, ORACLE, History
+from harness._target import parse_target
+from harness.consumer import ConsumerTarget
+
+TARGET = parse_target({
+    "name": "c", "kind": "consumer",
+    "start": {"command": ["consume", "{amqp_url}"]},
+    "effects": {"kind": "sql", "dsn": "sqlite:///x", "query": "select 1 where %(key)s"},
+    "message": {"poison": "not a charge"},
+    "promises": {"dedup_window": "1h", "lease": "30s", "max_attempts": 3,
+                 "dead_letter_queue": "dead"},
+}, source="t.toml")
+
+
+def publish(history: History, key: str, *, outcome: str = "ok", **value: Any) -> None:
+    invoke = history.invoke("publish", "producer", key=key, label=value.pop("label", "original"),
+                            value={"message_id": value.pop("message_id", f"m-{key}"), **value})
+    history.complete(invoke, outcome)  # type: ignore[arg-type]
+
+
+def effects(history: History, key: str, count: int) -> None:
+    history.record("ok", "effects", ORACLE, key=key, value={"count": count})
+
+
+def drain(history: History, *, drained: bool = True) -> None:
+    history.record("ok" if drained else "info", "drain", ORACLE,
+                   value={"drained": drained, "waited": 1.0})
+
+
+def judge(history: History) -> dict[str, tuple[str, list[str]]]:
+    assert isinstance(TARGET, ConsumerTarget)
+    result = check_history(history.events(), CheckOptions.for_target(TARGET))
+    return {pid: (r.verdict, [f.message for f in r.findings]) for pid, r in result.results.items()}
+
+
+def test_a_consumer_history_is_judged_by_the_consumer_properties() -> None:
+    history = History()
+    publish(history, "k1")
+    drain(history)
+    effects(history, "k1", 1)
+    verdicts = judge(history)
+    assert sorted(verdicts) == ["P1", "P10", "P11", "P2", "P9"]
+    assert {v for v, _ in verdicts.values()} == {"pass"}
+
+
+def test_two_effects_after_a_cut_connection_are_a_duplicate() -> None:
+    history = History()
+    publish(history, "k1")
+    history.record("info", "fault", NEMESIS, value={"fault": "ack-held", "where": "consumer"})
+    history.record("ok", "deliver", "consumer-0", key="k1", value={"redelivered": False})
+    history.record("info", "heal", NEMESIS, value={"fault": "ack-held", "where": "consumer"})
+    history.record("ok", "deliver", "consumer-0", key="k1", value={"redelivered": True})
+    drain(history)
+    effects(history, "k1", 2)
+    verdicts = judge(history)
+    assert verdicts["P1"][0] == "fail"
+    assert "delivered 2 time(s), 1 of them redelivered" in verdicts["P1"][1][0]
+    assert "ran the job again" in verdicts["P1"][1][0]
+    assert verdicts["P9"][0] == "fail"
+
+
+def test_a_republished_key_under_a_new_message_id_names_the_message_id() -> None:
+    history = History()
+    publish(history, "k1", outcome="info")
+    publish(history, "k1", label="republish", message_id="m-2")
+    drain(history)
+    effects(history, "k1", 2)
+    verdict, messages = judge(history)["P1"]
+    assert verdict == "fail" and "deduplicates by message id" in messages[0]
+
+
+def test_a_confirmed_message_without_effect_after_draining_is_a_lost_outcome() -> None:
+    history = History()
+    publish(history, "k1")
+    history.record("info", "crash", NEMESIS, value={"how": "SIGKILL", "instance": 0})
+    drain(history)
+    effects(history, "k1", 0)
+    verdict, messages = judge(history)["P2"]
+    assert verdict == "fail" and "acked before its work" in messages[0]
+
+
+def test_without_a_drain_a_missing_effect_is_unknown_not_a_finding() -> None:
+    history = History()
+    publish(history, "k1")
+    drain(history, drained=False)
+    history.record("ok", "leftover", ORACLE, key="k1", value={"message_id": "m-k1"})
+    effects(history, "k1", 0)
+    verdicts = judge(history)
+    assert verdicts["P2"][0] == "unknown"
+
+
+def test_an_unconfirmed_publish_may_be_lost() -> None:
+    history = History()
+    publish(history, "k1", outcome="info")
+    drain(history)
+    effects(history, "k1", 0)
+    assert judge(history)["P2"][0] == "pass"
+
+
+def test_a_poison_message_that_loops_or_charges_is_caught() -> None:
+    history = History()
+    publish(history, "p1", poison=True)
+    for _ in range(5):
+        history.record("ok", "deliver", "consumer-0", key="p1", value={"redelivered": True})
+    publish(history, "c1", label="control")
+    drain(history)
+    effects(history, "p1", 1)
+    effects(history, "c1", 1)
+    verdict, messages = judge(history)["P10"]
+    assert verdict == "fail"
+    assert any("caused 1 effect" in m for m in messages)
+    assert any("delivered 5 times" in m for m in messages)
+
+
+def test_a_poison_message_dead_lettered_without_effect_holds() -> None:
+    history = History()
+    publish(history, "p1", poison=True)
+    publish(history, "c1", label="control")
+    drain(history)
+    history.record("ok", "dead-lettered", ORACLE, key="p1", value={"message_id": "m-p1"})
+    effects(history, "p1", 0)
+    effects(history, "c1", 1)
+    assert judge(history)["P10"][0] == "pass"
+
+
+def test_a_second_effect_past_the_dedup_window_is_allowed() -> None:
+    history = History()
+    publish(history, "k1")
+    history.record("info", "clock", NEMESIS, value={"seconds": 7200})
+    publish(history, "k1", label="late", message_id="m-2")
+    drain(history)
+    effects(history, "k1", 2)
+    assert judge(history)["P1"][0] == "pass"
