@@ -1,7 +1,15 @@
-"""``python -m reference_server``: the same command as ``idem-harness serve``."""
+"""``python -m reference_server``: the same command as ``idem-harness serve``; and
+``python -m reference_server consume ...``, the reference queue consumer."""
 
-from reference_server.cli import serve
+import sys
 
 __all__: list[str] = []
 
-serve(prog_name="python -m reference_server")
+if sys.argv[1:2] == ["consume"]:
+    from reference_server.consumer.cli import consume
+
+    consume(args=sys.argv[2:], prog_name="python -m reference_server consume")
+else:
+    from reference_server.cli import serve
+
+    serve(prog_name="python -m reference_server")

@@ -1,0 +1,155 @@
+"""The consumer's side of RabbitMQ: connect, declare, consume, and answer each delivery.
+
+aio-pika's robust connection reconnects after a cut (the harness cuts it through Toxiproxy) and
+restores the channel, its prefetch, the queues and the consumer.  A delivery whose channel died
+can no longer be acked: ``AmqpSettlement`` says so (False) instead of raising, and the broker
+delivers the message again, which the dedup key makes harmless.
+
+Queues are quorum queues, because only they count deliveries (``x-delivery-count``), which is
+how a message that kills every consumer it reaches is recognised; the main queue dead-letters
+through the default exchange into the dead-letter queue.  Both are declared here, durable, so
+the consumer needs nothing set up in advance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import aio_pika
+import aiormq
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+
+from reference_server.consumer._messages import Delivery
+from reference_server.consumer._settings import ConsumerSettings
+
+__all__ = ["AmqpSettlement", "BrokerUnreachable", "QueueConsumer", "delivery_of"]
+
+logger = logging.getLogger(__name__)
+
+#: What a dying channel or connection raises from an ack; all mean "not settled".
+_GONE = (aio_pika.exceptions.AMQPException, aiormq.exceptions.AMQPError, ConnectionError,
+         asyncio.TimeoutError, RuntimeError)
+
+
+class BrokerUnreachable(Exception):
+    """The broker did not accept the connection or the queue declarations."""
+
+
+def delivery_of(message: AbstractIncomingMessage) -> Delivery:
+    headers: dict[str, Any] = dict(message.headers or {})
+    count = headers.get("x-delivery-count", 0)
+    return Delivery(
+        body=message.body,
+        headers=headers,
+        message_id=message.message_id,
+        redelivered=bool(message.redelivered),
+        delivery_count=count if isinstance(count, int) and count >= 0 else 0,
+    )
+
+
+class AmqpSettlement:
+    """Ack, requeue or dead-letter one delivery, at most once, on the channel it came on."""
+
+    def __init__(self, message: AbstractIncomingMessage) -> None:
+        self._message = message
+
+    @property
+    def open(self) -> bool:
+        return not self._message.channel.is_closed and not self._message.processed
+
+    async def _settle(self, action: Callable[[], Awaitable[None]]) -> bool:
+        if not self.open:
+            return False
+        try:
+            await action()
+        except _GONE as exc:
+            logger.info("could not settle a delivery: %s", exc)
+            return False
+        return True
+
+    async def ack(self) -> bool:
+        return await self._settle(self._message.ack)
+
+    async def requeue(self) -> bool:
+        return await self._settle(lambda: self._message.nack(requeue=True))
+
+    async def dead_letter(self) -> bool:
+        return await self._settle(lambda: self._message.reject(requeue=False))
+
+
+Handler = Callable[[Delivery, AmqpSettlement], Coroutine[Any, Any, None]]
+
+
+class QueueConsumer:
+    """Consumes ``settings.queue`` and hands each delivery to ``handler`` in a task of its own
+    (up to ``prefetch`` at once)."""
+
+    def __init__(self, settings: ConsumerSettings, handler: Handler) -> None:
+        self._settings = settings
+        self._handler = handler
+        self._connection: AbstractRobustConnection | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None and not self._connection.is_closed
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def start(self, *, connect_timeout: float) -> None:
+        """Connect (retrying until ``connect_timeout``), declare both queues and consume."""
+        settings = self._settings
+        deadline = asyncio.get_running_loop().time() + connect_timeout
+        while True:
+            try:
+                self._connection = await aio_pika.connect_robust(
+                    settings.amqp_url, timeout=5, heartbeat=max(1, round(settings.heartbeat)),
+                    client_properties={"connection_name": f"reference-consumer {settings.queue}"},
+                )
+                break
+            except (*_GONE, OSError) as exc:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from exc
+                await asyncio.sleep(0.25)
+        try:
+            channel = await self._connection.channel()
+            await channel.set_qos(prefetch_count=settings.prefetch)
+            await channel.declare_queue(settings.dead_letters, durable=True,
+                                        arguments={"x-queue-type": "quorum"})
+            queue = await channel.declare_queue(settings.queue, durable=True, arguments={
+                "x-queue-type": "quorum",
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": settings.dead_letters,
+            })
+            await queue.consume(self._on_message)
+        except _GONE as exc:
+            await self.close()
+            raise BrokerUnreachable(f"declaring the queues failed: {exc}") from exc
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        task = asyncio.create_task(self._handler(delivery_of(message), AmqpSettlement(message)))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error("a delivery's handler failed", exc_info=exc)
+
+    async def close(self, *, grace: float = 2.0) -> None:
+        """Let running handlers finish for ``grace`` seconds, then drop them (their messages go
+        back to the queue when the connection closes) and close."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._connection is not None:
+            with contextlib.suppress(*_GONE):
+                await self._connection.close()
+            self._connection = None

@@ -1,0 +1,158 @@
+"""Reading one delivery: its dedup key, its charge, and the test headers.
+
+The dedup key is the client's header (``--dedup-header``, matched without regard to case) or,
+when the message has none, its message id; either is a key as the HTTP server accepts it (1 to
+255 printable ASCII characters).  The body is a charge exactly as ``POST /charges`` takes it,
+checked by the same ``parse_charge``.  A message that fails any of this is ``Poison``: no retry
+can make it valid, so the worker dead-letters it at once.
+
+``origin_key`` is the key by the correct rule whatever a flaw claims, and goes into the ledger
+beside each charge, so the harness's oracle counts effects per client key even when a flaw
+deduplicates on something else (as the HTTP server's ``client_key`` does).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reference_server._charges import ChargeFields, InvalidCharge, parse_charge
+from reference_server._fingerprint import InvalidJson, canonical_json, fingerprint
+from reference_server._keys import InvalidKey, parse_key
+
+__all__ = [
+    "MAX_TEST_PAUSE_MS",
+    "Delivery",
+    "Job",
+    "PausePoint",
+    "Poison",
+    "TestPause",
+    "dedup_keys",
+    "read_job",
+]
+
+MAX_TEST_PAUSE_MS = 600_000
+PAUSE_HEADER = "x-test-pause"
+FAULT_HEADER = "x-test-fault"
+
+
+class Poison(ValueError):
+    """The message can never be processed; the message says why.  ``key`` is its dedup key by
+    the correct rule, when it has a usable one."""
+
+    def __init__(self, reason: str, key: str | None = None) -> None:
+        super().__init__(reason)
+        self.key = key
+
+
+class PausePoint(enum.StrEnum):
+    BEFORE_WORK = "before-work"
+    """The key is claimed, nothing is committed."""
+    BEFORE_ACK = "before-ack"
+    """The work is committed, the ack not yet sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class TestPause:
+    point: PausePoint
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One delivery as the worker sees it, whatever AMQP client brought it."""
+
+    body: bytes
+    headers: Mapping[str, Any]
+    message_id: str | None
+    redelivered: bool
+    delivery_count: int
+    """Earlier deliveries of this message (a quorum queue's ``x-delivery-count``; 0 first)."""
+
+    def header(self, name: str) -> Any:
+        wanted = name.lower()
+        for key, value in self.headers.items():
+            if key.lower() == wanted:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    key: str
+    """The key this consumer claims (a flaw may choose it wrongly)."""
+    origin_key: str
+    """The key by the correct rule, recorded with each charge for the oracle."""
+    fields: ChargeFields
+    fingerprint: str
+    pause: TestPause | None = None
+    fail: bool = False
+    """``X-Test-Fault: handler-error``: the work raises, as a transient failure would."""
+
+
+def _key(value: Any, what: str) -> str:
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    if not isinstance(value, bytes):
+        raise Poison(f"the {what} must be a string, not {type(value).__name__}")
+    try:
+        return parse_key([value])
+    except InvalidKey as exc:
+        raise Poison(f"the {what} is not a usable key: {exc}") from None
+
+
+def dedup_keys(delivery: Delivery, *, dedup_header: str, key_from_header: bool) -> tuple[str, str]:
+    """``(key to claim, key by the correct rule)``; ``Poison`` when there is none."""
+    message_id = None if delivery.message_id is None else _key(delivery.message_id, "message id")
+    raw = delivery.header(dedup_header)
+    origin = message_id if raw is None else _key(raw, f"{dedup_header} header")
+    if origin is None:
+        raise Poison(f"the message has no {dedup_header} header and no message id: there is "
+                     "nothing to deduplicate it by")
+    claimed = origin if key_from_header else message_id
+    if claimed is None:
+        raise Poison("the message has no message id")
+    return claimed, origin
+
+
+def _test_headers(delivery: Delivery) -> tuple[TestPause | None, bool]:
+    pause = None
+    raw_pause = delivery.header(PAUSE_HEADER)
+    if raw_pause is not None:
+        text = raw_pause.decode("latin-1") if isinstance(raw_pause, bytes) else str(raw_pause)
+        point, _, millis = text.strip().partition(":")
+        try:
+            pause_point = PausePoint(point)
+        except ValueError:
+            pause_point = None
+        if pause_point is None or not millis.isdigit() or int(millis) > MAX_TEST_PAUSE_MS:
+            raise Poison(f"X-Test-Pause must be before-work:MS or before-ack:MS with MS from 0 "
+                         f"to {MAX_TEST_PAUSE_MS}, not {text!r}")
+        pause = TestPause(pause_point, int(millis) / 1000)
+    raw_fault = delivery.header(FAULT_HEADER)
+    if raw_fault is not None and str(
+        raw_fault.decode("latin-1") if isinstance(raw_fault, bytes) else raw_fault
+    ) != "handler-error":
+        raise Poison("X-Test-Fault must be handler-error")
+    return pause, raw_fault is not None
+
+
+def read_job(
+    delivery: Delivery, *, dedup_header: str, key_from_header: bool = True,
+    test_faults: bool = False,
+) -> Job:
+    """The job a delivery asks for, or ``Poison`` saying why there is none."""
+    key, origin = dedup_keys(delivery, dedup_header=dedup_header,
+                             key_from_header=key_from_header)
+    try:
+        canonical = canonical_json(delivery.body)
+        fields = parse_charge(json.loads(canonical))
+        pause, fail = _test_headers(delivery) if test_faults else (None, False)
+    except (InvalidJson, InvalidCharge) as exc:
+        raise Poison(f"not a valid charge: {exc}", origin) from None
+    except Poison as exc:
+        raise Poison(str(exc), origin) from None
+    return Job(key, origin, fields, fingerprint("MESSAGE", "charges", canonical), pause, fail)

@@ -1,0 +1,123 @@
+"""The consumer's named flaws: each one real mistake, selectable with ``consume --flaw NAME``.
+
+A flaw is data, as for the HTTP server (``reference_server.flaws``): its name, the properties it
+breaks (ids from DESIGN.md), the one switch of ``ConsumerBehaviour`` it flips, and a docstring
+whose first line is the story a report tells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reference_server.consumer._behaviour import ConsumerBehaviour
+
+__all__ = ["CONSUMER_FLAWS", "ConsumerFlaw", "UnknownConsumerFlaw", "get_consumer_flaw"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFlaw:
+    name: str
+    properties: tuple[str, ...]
+    switch: Mapping[str, object]
+    doc: str
+
+    @property
+    def summary(self) -> str:
+        """The docstring's first line: the one-line story for reports."""
+        return self.doc.strip().splitlines()[0]
+
+    def apply(self, behaviour: ConsumerBehaviour) -> ConsumerBehaviour:
+        return dataclasses.replace(behaviour, **self.switch)  # type: ignore[arg-type]
+
+
+class UnknownConsumerFlaw(KeyError):
+    """No consumer flaw has that name; the message lists the ones that exist."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"unknown consumer flaw {name!r}; choose one of: "
+                         f"{', '.join(CONSUMER_FLAWS)}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_ALL = (
+    ConsumerFlaw("ack-before-work", ("P2",), {"ack": "before-work"}, """
+Acks each message as soon as it arrives, before doing the job: a crash loses the job.
+
+Mistake: auto-ack, or an explicit ack at the top of the handler "so the broker does not
+redeliver"; if the consumer dies (or its work fails) after the ack, the broker has forgotten
+the message and nobody does the job.
+Breaks: P2 (every confirmed message has exactly one effect once the queue drains).
+See it: publish a message with X-Test-Pause: before-work:5000 (--test-faults), kill the
+consumer while it waits, restart it: the queue is empty and there is no charge.
+"""),
+    ConsumerFlaw("no-dedup", ("P1",), {"dedup": "none"}, """
+Trusts the broker to deliver once: no dedup key is checked at all.
+
+Mistake: the handler does the work for every delivery; but queues deliver at least once, and a
+lost ack, a crash before the ack or a producer's republish all deliver the message again.
+Breaks: P1 (at most one effect per dedup key).
+See it: publish the same message twice (a republish after a lost confirm): two charges.
+"""),
+    ConsumerFlaw("dedup-after-work", ("P1", "P9"), {"dedup": "after-work"}, """
+Writes the dedup key after the work, in a transaction of its own.
+
+Mistake: "check the key, do the job, then record the key": a copy delivered to another consumer
+while the job runs finds no key and runs it too, and a crash between the job's commit and the
+key's leaves a job whose redelivery runs again.
+Breaks: P1 (two effects for one key) and P9 (a crash does not converge to one effect).
+See it: publish two copies of one message to two consumers at once (or with --prefetch 2 and
+a slow job): two charges.
+"""),
+    ConsumerFlaw("message-id-only", ("P1",), {"key_from_header": False}, """
+Deduplicates on the broker's message id, ignoring the client's dedup key.
+
+Mistake: the message id looks unique per job, but a producer that republishes after a lost
+publisher confirm builds a new message (a new id) for the same job, so the copy is not a
+duplicate to this consumer.
+Breaks: P1 (at most one effect per dedup key).
+See it: publish a message with Idempotency-Key K, publish it again with the same K and a new
+message id: two charges.
+"""),
+    ConsumerFlaw("check-then-insert", ("P1",), {"dedup": "check-then-insert"}, """
+Looks the key up, then inserts it: two consumers that look at once both see nothing.
+
+Mistake: SELECT, then INSERT, with no atomic claim (no ON CONFLICT, no check that the insert
+took); when two consumers get copies of one message at once, both believe they own the key.
+Breaks: P1 (at most one effect per dedup key).
+See it: two consumers on one store, two copies of one message published at once: two charges.
+"""),
+    ConsumerFlaw("short-dedup-window", ("P6", "P1"), {"retention_cap": 300.0}, """
+Forgets finished keys after 5 minutes, whatever --retention promises.
+
+Mistake: a dedup table with a TTL shorter than the longest redelivery (a message parked in a
+retry queue, a consumer that was down for an hour); a redelivery after the window runs the job
+again.
+Breaks: P6 (the dedup window is shorter than promised) and then P1 (a second effect).
+See it: with --test-clock, process a message, advance the clock 301 s, deliver it again: a
+second charge, although --retention says 24 h.
+"""),
+    ConsumerFlaw("poison-requeue-forever", ("P10",), {"bounded_attempts": False}, """
+Requeues a message it cannot process, for ever.
+
+Mistake: nack with requeue=True on every failure and no attempt limit, so a message that can
+never succeed (not a valid charge) comes back again and again, and never reaches the
+dead-letter queue.
+Breaks: P10 (a poison message causes no effect and does not loop).
+See it: publish a message whose body is not a charge: it is delivered over and over, and the
+dead-letter queue stays empty.
+"""),
+)
+
+CONSUMER_FLAWS: dict[str, ConsumerFlaw] = {flaw.name: flaw for flaw in _ALL}
+
+
+def get_consumer_flaw(name: str) -> ConsumerFlaw:
+    try:
+        return CONSUMER_FLAWS[name]
+    except KeyError:
+        raise UnknownConsumerFlaw(name) from None
