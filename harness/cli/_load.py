@@ -71,5 +71,6 @@ def load(target_file: str | None, reference: bool, store: str | None, flaw: str 
         )
         result = run_load(config, progress=lambda line: console.print(line, highlight=False))
     write_load_report(result, report_dir)
-    console.print(load_summary(result))
+    # Commands are never wrapped (a broken curl line cannot be pasted); the terminal folds them.
+    console.print(load_summary(result), soft_wrap=True)
     sys.exit(result.exit_code)

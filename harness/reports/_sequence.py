@@ -4,6 +4,8 @@ Lanes: the client, Toxiproxy, the server and its store.  Every event the finding
 a request crosses Toxiproxy to the server (or stops there while an upstream fault holds it), its
 answer comes back (or is lost at Toxiproxy while a response fault acts), faults, crashes and clock
 jumps are markers on the lane they act on, and the oracle's count is a ledger box on the store.
+A request stall (an upstream latency longer than the stall) holds requests at Toxiproxy; they
+reach the server together when it is healed, which is where their charges are drawn.
 
 Commits are not events, so they are read off the history: a success naming a charge nobody named
 before committed it; a charge that the ledger holds and no answer named was committed by the one
@@ -138,8 +140,9 @@ class _Context:
 
     view: View
     replay_marker: ReplayMarker | None
-    blocked: frozenset[int]  # invoke indices held at Toxiproxy
+    blocked: frozenset[int]  # invoke indices stopped at Toxiproxy, never delivered
     lost: frozenset[int]  # completion indices lost at Toxiproxy
+    held: dict[int, int]  # invoke indices held at Toxiproxy -> the heal that released them
     by_invoke: dict[int, Attempt]
     by_completion: dict[int, Attempt]
 
@@ -159,9 +162,9 @@ class Storyboard:
                  replay_marker: ReplayMarker | None = None) -> None:
         self._by_index = {e.index: e for e in events}
         view = View(events)
-        blocked, lost = _faulted_traffic(events)
+        blocked, lost, held = _faulted_traffic(events)
         self._context = _Context(
-            view, replay_marker, frozenset(blocked), frozenset(lost),
+            view, replay_marker, frozenset(blocked), frozenset(lost), held,
             {a.invoke.index: a for a in view.attempts},
             {a.completion.index: a for a in view.attempts if a.completion})
 
@@ -210,28 +213,51 @@ def sequence_diagram(events: Sequence[Event], cited: Iterable[int], *,
 # ---- what the history says beyond the cited events ----------------------------------------
 
 
-def _faulted_traffic(events: Sequence[Event]) -> tuple[set[int], set[int]]:
-    """Which requests a fault held at Toxiproxy (invoke indices), and which answers it lost
-    there (completion indices)."""
+def _faulted_traffic(events: Sequence[Event]) -> tuple[set[int], set[int], dict[int, int]]:
+    """Which requests a fault stopped at Toxiproxy (invoke indices), which answers it lost there
+    (completion indices), and which requests a stall held until its heal (invoke index to the
+    heal's index)."""
     blocked: set[int] = set()
     lost: set[int] = set()
+    held: dict[int, int] = {}
+    holding: dict[str, list[Event]] = {}  # a stall's name -> the requests it holds
     active: dict[str, dict[str, object]] = {}
     at_invoke: dict[int, set[str]] = {}
+    answered_at = {e.op: e.time for e in events
+                   if e.f == "request" and e.type != "invoke" and e.status is not None}
     for event in events:
         name = str(event.value.get("fault"))
         if event.f == "fault" and event.value.get("where", "client") == "client":
             active[name] = dict(event.value)
         elif event.f == "heal":
-            active.pop(name, None)
+            fault = active.pop(name, None)
+            for request in holding.pop(name, []):
+                answered = answered_at.get(request.op, event.time + 1.0) < event.time
+                if (fault is not None and not answered
+                        and request.time + _hold_seconds(fault) >= event.time):
+                    held[request.index] = event.index
         elif event.f == "request" and event.type == "invoke":
             at_invoke[event.op] = set(active)
             if any(_blocks(v, "upstream") for v in active.values()):
                 blocked.add(event.index)
+            instance = event.value.get("instance", 0)
+            for stall, fault in active.items():
+                if _hold_seconds(fault) and fault.get("instance", instance) == instance:
+                    holding.setdefault(stall, []).append(event)
         elif event.f == "request" and event.type != "invoke" and event.status is None:
             acting = at_invoke.get(event.op, set()) | set(active)
             if any(_blocks(active.get(n, {}), "downstream") for n in acting):
                 lost.add(event.index)
-    return blocked, lost
+    return blocked, lost, held
+
+
+def _hold_seconds(fault: dict[str, object]) -> float:
+    """How long an upstream latency toxic holds a request (0 for any other fault)."""
+    if fault.get("toxic") != "latency" or fault.get("stream") != "upstream":
+        return 0.0
+    attributes = fault.get("attributes")
+    latency = attributes.get("latency", 0) if isinstance(attributes, dict) else 0
+    return float(latency) / 1000.0 if isinstance(latency, (int, float)) else 0.0
 
 
 def _blocks(fault: dict[str, object], stream: str) -> bool:
@@ -297,6 +323,13 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             if finding is None or finding.key is None or describe_identity(i) == finding.key}
     marks = _highlights(chosen, context, commits, ours, finding)
     rows: list[Row] = []
+    present = {e.index for e in chosen}
+    # Held requests whose release is drawn: their charges come after it, not at their timeout.
+    released: dict[int, list[int]] = {}
+    for invoke, heal in context.held.items():
+        if invoke in present and heal in present:
+            released.setdefault(heal, []).append(invoke)
+    deferred = {invoke for invokes in released.values() for invoke in invokes}
 
     def add(kind: str, event: Event, *, highlight: bool = False, lines: tuple[Line, ...] = (),
             crosses: tuple[float, ...] = (), labels: tuple[Label, ...] = (),
@@ -313,17 +346,22 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
                     crosses=(LANE_X["toxiproxy"],),
                     labels=(Label(LANE_X["client"] + 8, _fit(text + " · held at Toxiproxy",
                                                              66)),))
+            elif event.index in context.held:
+                add("request", event, lines=(Line(LANE_X["client"], LANE_X["toxiproxy"]),),
+                    labels=(Label(LANE_X["client"] + 8,
+                                  _fit(text + " · held at Toxiproxy until the heal", 66)),))
             else:
                 add("request", event, lines=(Line(LANE_X["client"], LANE_X["server"]),),
                     labels=(Label(LANE_X["client"] + 8, _fit(text, 66)),))
-            commit = commits.get(event.index)
+            commit = commits.get(event.index) if event.index not in deferred else None
             attempt = context.by_invoke.get(event.index)
             if commit and attempt and (attempt.completion is None
                                        or attempt.completion.index not in marks.present):
                 rows.append(_commit_row(commit, rows, event.time - start, marks))
         elif event.f == "request":
             attempt = context.by_completion.get(event.index)
-            commit = commits.get(attempt.invoke.index) if attempt else None
+            commit = (commits.get(attempt.invoke.index)
+                      if attempt and attempt.invoke.index not in deferred else None)
             if commit is not None:
                 rows.append(_commit_row(commit, rows, event.time - start, marks))
             who = _who(event, several=several, processes=len(processes) > 1)
@@ -338,6 +376,11 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             name = str(event.value.get("fault"))
             text = name if event.f == "fault" else f"healed {name}"
             add(event.f, event, boxes=(_box(lane, text, bolt=event.f == "fault"),))
+            if event.index in released:
+                rows.append(_release_row(released[event.index], rows, event.time - start))
+                for invoke in released[event.index]:
+                    if invoke in commits:
+                        rows.append(_commit_row(commits[invoke], rows, event.time - start, marks))
         elif event.f == "crash":
             add("crash", event, boxes=(_box("server", f"crash ({event.value.get('how', '?')})",
                                             bolt=True),))
@@ -350,6 +393,18 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             add("size", event, highlight=event.index in marks.sizes,
                 boxes=(_box("store", f"key table: {event.value.get('rows', '?')} rows"),))
     return rows
+
+
+def _release_row(invokes: list[int], rows: list[Row], elapsed: float) -> Row:
+    """The held requests going on to the server together, the moment their stall is healed."""
+    count = len(invokes)
+    text = (f"{count} held requests reach the server at once" if count > 1
+            else "the held request reaches the server")  # past the server lane: nothing is there
+    return Row("release", TOP + ROW * len(rows), _elapsed(elapsed),
+               f"Toxiproxy forwards what the stall held when it is healed: {count} request(s) "
+               "of this diagram", None,
+               lines=tuple(Line(LANE_X["toxiproxy"], LANE_X["server"]) for _ in invokes[:1]),
+               labels=(Label(LANE_X["toxiproxy"] + 8, _fit(text, 60)),))
 
 
 def _commit_row(commit: _Commit, rows: list[Row], elapsed: float, marks: _Marks) -> Row:
@@ -390,7 +445,8 @@ def _answer(event: Event, who: str, context: _Context, attempt: Attempt | None) 
         return _Shape("lost", (Line(server, proxy, arrow=False), Line(proxy, client, dashed=True)),
                       (Label(client + 8, f"{who}no answer: {reason}"),
                        Label(proxy + 12, "response lost here")), (proxy,))
-    if attempt is not None and attempt.invoke.index in context.blocked:
+    if attempt is not None and (attempt.invoke.index in context.blocked
+                                or attempt.invoke.index in context.held):
         return _Shape("lost", (Line(proxy, client, dashed=True),),
                       (Label(client + 8, f"{who}no answer: {reason}"),))
     return _Shape("lost", (Line(server, client, dashed=True),),

@@ -28,7 +28,7 @@ HARNESS = [sys.executable, "-m", "harness.cli"]
 
 def test_without_chaos_double_submits_find_a_check_then_insert(
         toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
-    env = {**os.environ, "TOXIPROXY_URL": toxiproxy_server.url, "COLUMNS": "200"}
+    env = {**os.environ, "TOXIPROXY_URL": toxiproxy_server.url, "COLUMNS": "80"}
     done = subprocess.run(
         [*HARNESS, "load", "--reference", "--flaw", "check-then-insert", "--users", "3",
          "--spawn-rate", "20", "--duration", "2s", "--chaos", "none", "--seed", "42",
@@ -45,6 +45,9 @@ def test_without_chaos_double_submits_find_a_check_then_insert(
     duplicated = set(figures["duplicate_keys"])
     assert duplicated and all(any(key.endswith(k) for _, k in doubled) for key in duplicated)
     assert figures["reuses"] > 0 and figures["reuses_refused"] == figures["reuses"]
+    # Issue 14 item 15: at 80 columns a finding's curl line is still one line, whole.
+    curls = [line for line in done.stderr.splitlines() if "reproduce: curl" in line]
+    assert curls and all(line.rstrip().endswith("}'") for line in curls), curls[:2]
 
 
 def test_a_run_that_sent_no_key_twice_and_lost_no_answer_is_inconclusive(
