@@ -1,6 +1,8 @@
 """The scenario catalog: one module per named story, each exporting ``SCENARIO``.
 
 The order is the order a run takes: scenarios that move the target's clock by days come last.
+HTTP scenarios come first, then the queue-consumer ones (issue 16); each kind is n/a, with
+the reason, for the other kind of target.
 """
 
 from __future__ import annotations
@@ -9,14 +11,21 @@ from harness import Scenario, UsageError
 from scenarios import (
     bad_input,
     bounded_storage,
+    burst_of_copies,
     concurrent_retries,
+    consumer_crash,
     crash_mid_request,
     distinct_keys,
     handler_error,
     in_flight_retry,
     key_reuse,
+    late_redelivery,
     late_retry,
+    lost_ack,
     missing_key,
+    poison_message,
+    redelivered_while_working,
+    republish,
     store_outage,
     tenant_collision,
     timeout_after_commit,
@@ -42,6 +51,13 @@ CATALOG: dict[str, Scenario] = {
         store_outage,
         late_retry,
         bounded_storage,
+        lost_ack,
+        consumer_crash,
+        redelivered_while_working,
+        republish,
+        burst_of_copies,
+        poison_message,
+        late_redelivery,
     )
 }
 

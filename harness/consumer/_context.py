@@ -32,6 +32,9 @@ PRODUCER = "producer"
 #: Seconds a scenario waits for the consumer to do what any consumer does in milliseconds.
 SETTLE = 15.0
 POLL = 0.03
+#: Seconds a consumer without an events feed must stay settled before the queue counts as
+#: drained (it cannot say what it is still working on).
+QUIET = 1.0
 
 
 class ConsumerContext:
@@ -96,6 +99,19 @@ class ConsumerContext:
         kind = {"confirmed": "ok", "refused": "fail", "unknown": "info"}[outcome]
         return self.history.complete(invoke, kind, error=why)  # type: ignore[arg-type]
 
+    def publish_losing_confirm(self, key: str) -> Event:
+        """Publish ``key``'s message on a connection of its own whose way back from the broker
+        is held: the broker queues it, its confirm never arrives, the publish ends unknown;
+        then that connection is dropped, as a producer that gives up on it does."""
+        proxy = self.deployment.producer_proxy()
+        client = AmqpClient(self.deployment.through(proxy.listen), timeout=5.0)
+        try:
+            client.queue_state(self.deployment.queue)  # connect before the fault
+            with self.nemesis.producer_fault(proxy):
+                return self.publish(key, via=client, timeout=1.0)
+        finally:
+            client.close()
+
     # ---- waiting on facts ------------------------------------------------------------------
 
     def _until(self, done: Callable[[], bool], timeout: float) -> bool:
@@ -121,11 +137,15 @@ class ConsumerContext:
         """Wait until the oracle counts ``count`` effects for ``key`` (the work committed)."""
         return self._until(lambda: (self.effects_of(key) or 0) >= count, timeout)
 
-    def wait_for_delivery(self, key: str, *, timeout: float = SETTLE) -> bool:
-        """Wait until a consumer reports taking ``key``'s message (its events feed), or, when it
-        cannot report, until its store shows a key in progress."""
+    def wait_for_delivery(self, key: str, *, paused: bool = False,
+                          timeout: float = SETTLE) -> bool:
+        """Wait until a consumer reports taking ``key``'s message (its events feed; with
+        ``paused``, until it reports waiting at the pause hook), or, when it cannot report,
+        until its store shows a key in progress."""
         if self.feed is not None:
             feed = self.feed
+            if paused:
+                return self._until(lambda: feed.paused(key) > 0, timeout)
             return self._until(lambda: feed.delivered(key) > 0, timeout)
         if self.target.hooks.store_size and self.target.hooks.store_size.in_progress:
             return self._until(
@@ -210,9 +230,13 @@ class ConsumerContext:
                 return False
             if any((self.effects_of(k) or 0) < 1 for k in ordinary):
                 return False
+            if self.feed is not None and not self.feed.settled(ordinary | poison):
+                return False
             return not (dlq and poison and amqp.queue_state(dlq).ready < len(poison))
 
         drained = self._until(settled, timeout)
+        if drained and self.feed is None:
+            drained = self._quiet(settled)
         waited = time.monotonic() - started
         for instance in self.deployment.instances:
             if instance.process.running():
@@ -237,6 +261,17 @@ class ConsumerContext:
                                 value={"message_id": message.message_id, "queue": dlq})
         for instance in self.deployment.instances:
             self.deployment.start_again(instance.number)
+
+    def _quiet(self, settled: Callable[[], bool]) -> bool:
+        """Without a feed, in-flight work cannot be seen: ask for the queue and the effects to
+        stay settled for ``QUIET`` seconds (then the graceful stop lets what runs finish)."""
+        before = {k: self.effects_of(k) for k in self._published()[0]}
+        deadline = time.monotonic() + QUIET
+        while time.monotonic() < deadline:
+            time.sleep(POLL)
+            if not settled():
+                return False
+        return before == {k: self.effects_of(k) for k in before}
 
     def _key_of(self, headers: dict[str, Any] | Any, message_id: str | None,
                 body: bytes) -> str | None:

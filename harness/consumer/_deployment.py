@@ -73,6 +73,7 @@ class ConsumerDeployment:
         dlq = target.promises.dead_letter_queue
         self.dead_letter_queue = str(render_template(dlq, values)) if dlq else None
         self.instances: list[ConsumerInstance] = []
+        self._producer_proxy: ToxiproxyProxy | None = None
         self.oracle: EffectOracle | None = None
         self.recorder: Recorder | None = None
         self.amqp = AmqpClient(broker_url)
@@ -193,6 +194,18 @@ class ConsumerDeployment:
         assert self.recorder is not None
         return RecorderOracle(self.recorder)
 
+    def producer_proxy(self) -> ToxiproxyProxy:
+        """A proxy to the broker for a producer connection the nemesis may fault (made once)."""
+        if self._producer_proxy is None:
+            broker = urlsplit(self.broker_url)
+            self._producer_proxy = self.toxiproxy.client.create_proxy(
+                f"idem-{self.run_id}-producer", f"{broker.hostname}:{broker.port or 5672}")
+        return self._producer_proxy
+
+    def through(self, listen: str) -> str:
+        """The broker's URL through a proxy listening on ``listen``."""
+        return _through(self.broker_url, listen)
+
     def admin_url(self, number: int = 0) -> str:
         return f"http://{self.target.start.host}:{self.instances[number].port}"
 
@@ -202,6 +215,10 @@ class ConsumerDeployment:
                 instance.proxy.delete()
             instance.process.stop()
         self.instances = []
+        if self._producer_proxy is not None:
+            with suppress(ServiceError):
+                self._producer_proxy.delete()
+            self._producer_proxy = None
         if self.oracle is not None:
             self.oracle.close()
             self.oracle = None

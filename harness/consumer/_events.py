@@ -18,10 +18,13 @@ from harness._errors import ServiceError
 from harness._history import History
 from harness.consumer._deployment import ConsumerDeployment
 
-__all__ = ["FEED_KINDS", "EventFeed"]
+__all__ = ["FEED_KINDS", "SETTLED", "EventFeed"]
 
 #: The event types a feed may report, as history ``f`` values.
-FEED_KINDS = frozenset({"deliver", "commit", "ack", "nack", "requeue", "dead-letter", "skip"})
+FEED_KINDS = frozenset({"deliver", "claim", "wait", "pause", "commit", "ack", "ack-lost", "nack",
+                        "dead-letter", "poison", "work-failed", "fenced", "store-unavailable"})
+#: The kinds after which a delivery is settled: nothing more will happen to it in that process.
+SETTLED = frozenset({"ack", "ack-lost", "nack", "dead-letter"})
 
 
 class EventFeed:
@@ -30,6 +33,9 @@ class EventFeed:
         self.history = history
         self._after: dict[tuple[int, int | None], int] = {}
         self._deliveries: Counter[str] = Counter()
+        self._paused: Counter[str] = Counter()
+        #: Each key's last event: its kind and the process that reported it.
+        self._last: dict[str, tuple[str, int | None]] = {}
         self._lock = threading.Lock()
 
     def poll(self) -> None:
@@ -48,20 +54,38 @@ class EventFeed:
                 except ServiceError:
                     continue  # a consumer being killed or restarted: its events come next time
                 for item in data.get("events", []) if isinstance(data, dict) else []:
-                    self._record(instance.name, item)
+                    self._record(instance.name, item, instance.process.pid)
                 if isinstance(data, dict) and isinstance(data.get("next"), int):
                     self._after[cursor] = data["next"]
 
-    def _record(self, process: str, item: dict[str, Any]) -> None:
+    def _record(self, process: str, item: dict[str, Any], pid: int | None) -> None:
         kind = str(item.get("type", ""))
         if kind not in FEED_KINDS:
             return
         key = item.get("key")
-        value = {k: v for k, v in item.items() if k not in ("type", "key") and v is not None}
+        value = {k: v for k, v in item.items()
+                 if k not in ("type", "key", "time") and v is not None}
         self.history.record("ok", kind, process, key=key if isinstance(key, str) else None,
                             value=value)
-        if kind == "deliver" and isinstance(key, str):
-            self._deliveries[key] += 1
+        if isinstance(key, str):
+            self._last[key] = (kind, pid)
+            if kind == "deliver":
+                self._deliveries[key] += 1
+            if kind == "pause":
+                self._paused[key] += 1
 
     def delivered(self, key: str) -> int:
         return self._deliveries[key]
+
+    def paused(self, key: str) -> int:
+        return self._paused[key]
+
+    def settled(self, keys: set[str]) -> bool:
+        """Has every key's last delivery been settled (acked, nacked, dead-lettered), or did the
+        process that had it die (the broker gives it to another)?"""
+        alive = {i.process.pid for i in self.deployment.instances if i.process.running()}
+        for key in keys:
+            last = self._last.get(key)
+            if last is not None and last[0] not in SETTLED and last[1] in alive:
+                return False
+        return True

@@ -3,8 +3,8 @@
 an HTTP target's (``fault``/``heal``, ``crash``, ``restart``, ``clock``).
 
 Toxiproxy's ``timeout`` toxic with ``timeout = 0`` holds data until the toxic is removed, and
-then lets it through: so a held ack is never released by healing; the connection is cut first
-(the proxy disabled), which discards what was held, and only then is the toxic removed.
+then lets it through: a scenario that holds an ack back cuts the connection (``connection-cut``
+disables the proxy, which discards what was held) before it heals.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from harness._history import NEMESIS, History
 from harness._nemesis import Fault
-from harness._toxiproxy import Toxic
+from harness._toxiproxy import Toxic, ToxiproxyProxy
 from harness.consumer._deployment import ConsumerDeployment
 
 __all__ = ["CONSUMER_FAULTS", "ConsumerNemesis"]
@@ -26,6 +26,8 @@ CONSUMER_FAULTS: dict[str, Fault] = {
         Fault("connection-stall", "the consumer's connection goes silent both ways",
               Toxic("timeout", "downstream", {"timeout": 0}, name="stall_downstream")),
         Fault("connection-cut", "the consumer's connection to the broker is closed"),
+        Fault("confirm-lost", "the broker's confirms never reach the producer",
+              Toxic("timeout", "downstream", {"timeout": 0}), where="client"),
     )
 }
 _STALL_UP = Toxic("timeout", "upstream", {"timeout": 0}, name="stall_upstream")
@@ -52,12 +54,15 @@ class ConsumerNemesis:
         self._record("fault", fault, instance)
 
     def heal(self, name: str, instance: int = 0) -> None:
-        """Cut what a held toxic holds, then remove the toxic and let the consumer reconnect."""
+        """Remove the fault; the consumer reconnects when its connection was lost."""
         fault = CONSUMER_FAULTS[name]
         proxy = self.deployment.instances[instance].proxy
-        proxy.disable()
-        proxy.clear_toxics()
-        proxy.enable()
+        if fault.toxic is None:
+            proxy.enable()
+        else:
+            proxy.remove_toxic(fault.toxic.effective_name)
+            if name == "connection-stall":
+                proxy.remove_toxic(_STALL_UP.effective_name)
         self._record("heal", fault, instance)
 
     @contextmanager
@@ -67,6 +72,24 @@ class ConsumerNemesis:
             yield
         finally:
             self.heal(name, instance)
+
+    @contextmanager
+    def producer_fault(self, proxy: ToxiproxyProxy) -> Iterator[None]:
+        """Hold back what the broker sends the producer (its confirms) inside the block; the
+        connection is cut before the hold is lifted, so nothing held arrives late."""
+        fault = CONSUMER_FAULTS["confirm-lost"]
+        assert fault.toxic is not None
+        proxy.add_toxic(fault.toxic)
+        self.history.record("info", "fault", NEMESIS, value={"fault": fault.name,
+                                                            "where": "producer"})
+        try:
+            yield
+        finally:
+            proxy.disable()
+            proxy.remove_toxic(fault.toxic.effective_name)
+            proxy.enable()
+            self.history.record("info", "heal", NEMESIS, value={"fault": fault.name,
+                                                               "where": "producer"})
 
     def heal_all(self) -> None:
         for instance in self.deployment.instances:

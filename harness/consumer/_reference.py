@@ -1,0 +1,50 @@
+"""The reference consumer as a target: its target file with the flags ``--reference-consumer``,
+``--store`` and ``--flaw`` pass on.  Every front end starts it through this one function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness._errors import UsageError
+from harness._target import load_target
+from harness.consumer._target import ConsumerTarget
+
+__all__ = ["REFERENCE_CONSUMER", "reference_consumer_name", "reference_consumer_target"]
+
+REFERENCE_CONSUMER = Path(__file__).parent / "targets" / "reference-consumer.toml"
+
+
+def reference_consumer_target(*, store: str | None, flaw: str | None) -> ConsumerTarget:
+    """The reference consumer's target file, on ``store`` (default: SQLite in the run's work
+    directory) and with ``flaw``.  Several consumers share the store, so a PostgreSQL store is
+    one database they all open."""
+    _check_flags(store=store, flaw=flaw)
+    target = load_target(REFERENCE_CONSUMER)
+    assert isinstance(target, ConsumerTarget)
+    args: list[str] = []
+    if store:
+        args += ["--store", store]
+    if flaw:
+        args += ["--flaw", flaw]
+    named = target.model_copy(update={"name": reference_consumer_name(store=store, flaw=flaw)})
+    return named.with_start_args(args) if args else named  # type: ignore[return-value]
+
+
+def _check_flags(*, store: str | None, flaw: str | None) -> None:
+    from reference_server.consumer.flaws import UnknownConsumerFlaw, get_consumer_flaw
+    from reference_server.stores import StoreUrlError, check_store_url
+
+    try:
+        if flaw is not None:
+            get_consumer_flaw(flaw)
+        if store is not None:
+            check_store_url(store)
+    except UnknownConsumerFlaw as exc:
+        raise UsageError(f"--flaw: {exc}") from None
+    except StoreUrlError as exc:
+        raise UsageError(f"--store: {exc}") from None
+
+
+def reference_consumer_name(*, store: str | None, flaw: str | None) -> str:
+    kind = "PostgreSQL" if store and store.startswith("postgres") else "SQLite"
+    return f"reference-consumer ({f'flaw {flaw}' if flaw else 'correct'}, {kind})"
