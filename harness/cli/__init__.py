@@ -11,6 +11,7 @@ from harness.cli._explore import explore_command, replay_command
 from harness.cli._init import init
 from harness.cli._load import load
 from harness.cli._matrix import matrix
+from harness.cli._probe import probe
 from harness.cli._run import check, run
 from harness.cli._serve import serve
 
@@ -25,5 +26,5 @@ def main() -> None:
 
 
 for command in (run, check, list_scenarios, explain, matrix, serve, demo, load,
-                explore_command, replay_command, init):
+                explore_command, replay_command, init, probe):
     main.add_command(command)

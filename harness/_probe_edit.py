@@ -1,0 +1,119 @@
+"""A probe's observations written into the target file, keeping everything the user wrote.
+
+``tomlkit`` edits the parsed file in place, so comments, order and spacing stay.  Each probed
+promise gets a trailing ``# probe: ...`` comment (after the user's own comment on that line, if
+any, which is kept); a note about a section as a whole goes on its header line.  A second probe
+replaces the first one's comments instead of piling them up.  The result is validated before
+it is returned: a probe never writes a file that does not load.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+import tomlkit
+from tomlkit.items import Item, Table
+
+from harness._errors import TargetFileError
+from harness._probe import Observation
+from harness._target import parse_target
+
+__all__ = ["apply_observations", "diff"]
+
+_MARK = "probe:"
+_LITERAL = ("pattern",)
+
+
+def _kept_comment(existing: str | None) -> str:
+    """The user's part of a trailing comment: everything before an earlier probe's note."""
+    text = (existing or "").lstrip("#").strip()
+    return text.split(_MARK, 1)[0].rstrip(" ;")
+
+
+def _annotate(item: Item, notes: list[str]) -> None:
+    if not notes:
+        return
+    mine = _kept_comment(item.trivia.comment)
+    text = f"{_MARK} " + "; ".join(notes)
+    item.comment(f"{mine}; {text}" if mine else text)
+    item.trivia.comment_ws = "  "
+
+
+def _without_old_notes(text: str) -> str:
+    """The file without the comment lines an earlier probe wrote on their own."""
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not line.lstrip().startswith(f"# {_MARK}"))
+
+
+def _value(field: str, value: Any) -> Item:
+    if field in _LITERAL and isinstance(value, str) and "'" not in value:
+        return tomlkit.string(value, literal=True)
+    item: Item = tomlkit.item(value)
+    return item
+
+
+def _section(doc: Any, name: str) -> Table:
+    if name not in doc:
+        doc.add(tomlkit.nl())
+        doc.add(name, tomlkit.table())
+    table = doc[name]
+    if not isinstance(table, Table):
+        raise TargetFileError("(probed target)", [(
+            name, "is written as an inline table, which cannot carry the probe's comments",
+            f"write it as a [{name}] table and probe again")])
+    return table
+
+
+def _grouped(observations: Iterable[Observation]) -> dict[tuple[str, str | None],
+                                                         list[Observation]]:
+    groups: dict[tuple[str, str | None], list[Observation]] = {}
+    for observation in observations:
+        groups.setdefault((observation.section, observation.field), []).append(observation)
+    return groups
+
+
+def apply_observations(text: str, observations: Iterable[Observation], *, source: str) -> str:
+    """``text`` (a target file) with the observations written in, as described above."""
+    doc = tomlkit.parse(_without_old_notes(text))
+    loose: dict[str, list[str]] = {}
+    for (section, field), group in _grouped(observations).items():
+        notes = [_note(o) for o in group]
+        if field is None:
+            loose.setdefault(section, []).extend(notes)
+            continue
+        table = _section(doc, section)
+        written = next((o.value for o in group if o.writes), None)
+        if written is None and field not in table:
+            # Confirmed (the default holds): say so explicitly, so the promise is visible.
+            written = next((o.value for o in group if o.kind == "confirmed"), None)
+        if written is not None:
+            if field in table:
+                table[field] = _value(field, written)
+            else:
+                table.add(field, _value(field, written))
+        if field in table:
+            item = table.item(field)
+            assert isinstance(item, Item)  # a key of a [table], not a table split in parts
+            _annotate(item, notes)
+        else:  # nothing to write and nothing there: a note of its own in the section
+            loose.setdefault(section, []).extend(f"{field}: {n}" for n in notes)
+    for section, notes in loose.items():
+        table = _section(doc, section)
+        for note in notes:
+            table.add(tomlkit.comment(f"{_MARK} {note}"))
+    result = tomlkit.dumps(doc).rstrip("\n") + "\n"
+    parse_target(tomlkit.parse(result).unwrap(), source=source)  # it must still load
+    return result
+
+
+def _note(observation: Observation) -> str:
+    prefix = {"bug": "BUG: ", "deviation": "deviation: ", "unknown": "unknown: "}
+    return prefix.get(observation.kind, "") + observation.note
+
+
+def diff(before: str, after: str, name: str) -> str:
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True),
+                                        after.splitlines(keepends=True),
+                                        fromfile=name, tofile=f"{name} (probed)"))
