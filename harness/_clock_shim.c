@@ -12,11 +12,19 @@
  * point where allocating is safe), both calls are served without libfaketime: the clock by
  * the kernel (real time, during startup only), a condition variable with default attributes
  * as glibc does it, zeroed.  From then on every call goes to libfaketime as if this library
- * were not there.  The harness builds it (scripts/ensure-faketime) and puts it first in
- * LD_PRELOAD.
+ * were not there.
+ *
+ * It also serves clock_nanosleep() on a monotonic clock straight from the kernel: the harness
+ * leaves the monotonic clock unfaked, and libfaketime 0.9.10 still converts a monotonic
+ * absolute deadline as if it were a faked wall-clock one, so Python's time.sleep() (an absolute
+ * sleep on CLOCK_MONOTONIC) fails with EINVAL under it.  Later libfaketime releases leave such a
+ * sleep alone too.
+ *
+ * The harness builds it (scripts/ensure-faketime) and puts it first in LD_PRELOAD.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -52,4 +60,18 @@ int pthread_cond_init(pthread_cond_t *cond, const pthread_condattr_t *attr) {
     idem_clock_shim_ready();
   }
   return next_cond_init(cond, attr);
+}
+
+int clock_nanosleep(clockid_t clock, int flags, const struct timespec *request,
+                    struct timespec *remain) {
+  static int (*next_clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
+  if (clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW || clock == CLOCK_BOOTTIME) {
+    /* the kernel's own answer: clock_nanosleep returns the error, not -1 and errno */
+    return syscall(SYS_clock_nanosleep, clock, flags, request, remain) == -1 ? errno : 0;
+  }
+  if (next_clock_nanosleep == NULL) {
+    next_clock_nanosleep = (int (*)(clockid_t, int, const struct timespec *,
+                                    struct timespec *))dlsym(RTLD_NEXT, "clock_nanosleep");
+  }
+  return next_clock_nanosleep(clock, flags, request, remain);
 }

@@ -2,7 +2,10 @@
 with its side-effect oracle and its hooks.
 
 Clients talk to the proxies; the oracle and the hooks talk to the target directly, so a fault
-meant for a client's request never blinds the judge or the clock.
+meant for a client's request never blinds the judge or the clock.  The clock is the target's
+hook or libfaketime around its processes (``[clock]``); a clock moved from outside is confirmed
+once the target is up, and when the target did not see the jump the run goes on without a clock,
+saying why.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from harness._clock import HookClock, TargetClock, confirm_jump, target_time
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
+from harness._faketime import FaketimeClock
 from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
 from harness._processes import ManagedProcess
@@ -34,7 +39,11 @@ from harness._target import (
 )
 from harness._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 
-__all__ = ["Deployment", "Instance"]
+__all__ = ["CONFIRMING_JUMP", "Deployment", "Instance"]
+
+#: The jump that confirms a clock moved from outside, made once the target is up and before
+#: any request: long enough to tell apart from the noise of whole-second ``Date`` headers.
+CONFIRMING_JUMP = 3600.0
 
 
 @dataclass
@@ -94,6 +103,11 @@ class Deployment:
         self._wanted = instances
         self._values: dict[str, Any] = {}
         self._hooks_http = httpx.Client(timeout=10.0)
+        self._faketime: FaketimeClock | None = None
+        self.clock: TargetClock | None = None
+        #: Why a capability the target file declares is not there after all (``clock``: the
+        #: target did not see a jump made from outside), for the scenarios that need it.
+        self.missing: dict[str, str] = {}
         # Kills, deliberate crashes and the search for processes that exited by themselves
         # take turns, so a process the nemesis is killing is never taken for one that died.
         self._process_lock = threading.RLock()
@@ -126,8 +140,30 @@ class Deployment:
                 f"idem-{self.run_id}-store", upstream)
             values["store_proxy"] = self.store_proxy.listen
         self._values = values
+        if self.target.clock is not None:
+            self._faketime = FaketimeClock(self.workdir / "clock")
+            self.clock = self._faketime
+        elif self.target.hooks.clock is not None:
+            self.clock = HookClock(self.target.hooks.clock, self._hook)
         self.ensure_instances(self._wanted)
+        if self._faketime is not None:
+            self._confirm_clock()
         self.oracle = self._make_oracle()
+
+    def _confirm_clock(self) -> None:
+        """Move the clock from outside once and ask the target whether it saw the jump; when
+        it did not, the deployment goes on without a clock and ``missing`` says why."""
+        assert self._faketime is not None
+        assert self.target.clock is not None and self.target.start is not None
+        check = self.target.clock.check
+        url = self.instances[0].direct_url + (check or self.target.start.ready_path)
+        problem = confirm_jump(
+            self._faketime, CONFIRMING_JUMP,
+            lambda: target_time(self._hooks_http, url, from_body=check is not None))
+        if problem is not None:
+            self.clock = None
+            self.missing["clock"] = problem
+            self.target = self.target.without_clock_from_outside()
 
     def ensure_instances(self, count: int) -> None:
         """Run at least ``count`` instances, each on its own port behind its own proxy."""
@@ -163,6 +199,8 @@ class Deployment:
         env = {k: str(render_template(v, values)) for k, v in start.env.items()}
         if isinstance(self.target.effects, RecorderEffects):
             env[self.target.effects.env] = values["recorder_url"]
+        if self._faketime is not None:
+            env = self._faketime.environment(env)
         ready_url = f"http://{start.host}:{values['port']}{start.ready_path}"
         return ManagedProcess(
             f"target {self.target.name}#{number}",
@@ -221,6 +259,8 @@ class Deployment:
         elif self.recorder is not None:
             self.recorder.close()
         self.recorder = None
+        if self._faketime is not None:
+            self._faketime.close()
         self._hooks_http.close()
 
     def __enter__(self) -> Deployment:
@@ -313,11 +353,10 @@ class Deployment:
                                f"{self.target.source}") from exc
 
     def advance_clock(self, seconds: float) -> None:
-        hook = self.target.hooks.clock
-        if hook is None:
-            raise UsageError(f"target {self.target.name} has no clock hook")
-        whole = int(seconds) if float(seconds).is_integer() else seconds
-        self._hook(hook.method, hook.path, hook.body, {"seconds": whole})
+        if self.clock is None:
+            raise UsageError(self.missing.get("clock")
+                             or f"target {self.target.name} has no clock the harness can move")
+        self.clock.advance(seconds)
 
     def store_size(self) -> dict[str, int]:
         hook = self.target.hooks.store_size

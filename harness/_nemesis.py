@@ -2,9 +2,10 @@
 
 Network faults are Toxiproxy toxics on the client's proxy (or on the target's database proxy);
 process faults kill and restart a target the harness started; the clock fault advances the
-target's clock through its hook.  Toxiproxy's ``toxicity`` is drawn once per connection and its
-``-seed`` flag does nothing since v2.9, so faults are always applied at full toxicity, around
-exactly the requests the harness chose, and removed afterwards whatever happens.
+target's clock through its hook or, from outside, through libfaketime.  Toxiproxy's
+``toxicity`` is drawn once per connection and its ``-seed`` flag does nothing since v2.9, so
+faults are always applied at full toxicity, around exactly the requests the harness chose, and
+removed afterwards whatever happens.
 """
 
 from __future__ import annotations
@@ -173,4 +174,5 @@ class Nemesis:
 
     def advance_clock(self, seconds: float) -> None:
         self.deployment.advance_clock(seconds)
-        self.history.record("info", "clock", NEMESIS, value={"seconds": seconds})
+        via = self.deployment.clock.via if self.deployment.clock else None
+        self.history.record("info", "clock", NEMESIS, value={"seconds": seconds, "via": via})

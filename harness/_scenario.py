@@ -13,7 +13,7 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,7 +36,8 @@ RETRIES_AFTER_LEASE = 2
 
 #: Why a capability is missing, in the words of the target file.
 CAPABILITY_HINTS = {
-    "clock": "a clock hook ([hooks.clock]) to advance the target's clock",
+    "clock": "a clock the harness can move ([clock] kind = \"faketime\" for a target it "
+             "starts, or a clock hook, [hooks.clock])",
     "crash": "a crash hook ([hooks.crash]) and a restartable [start]",
     "restart": "a [start] table with restartable = true",
     "slow": "a slow-handler hook ([hooks.slow])",
@@ -72,8 +73,14 @@ class Scenario:
     needs: frozenset[str] = field(default_factory=frozenset)
     applies: Callable[[Target], str | None] = field(default=lambda target: None)
 
-    def not_applicable(self, target: Target) -> str | None:
-        """Why this scenario cannot run against ``target``, or None when it can."""
+    def not_applicable(self, target: Target, *,
+                       unavailable: Mapping[str, str] | None = None) -> str | None:
+        """Why this scenario cannot run against ``target``, or None when it can.
+        ``unavailable`` names capabilities the target file declares that turned out not to
+        work, with why (a clock libfaketime could not move)."""
+        lost = sorted(self.needs & (unavailable or {}).keys())
+        if lost:
+            return "; ".join((unavailable or {})[m] for m in lost)
         missing = sorted(self.needs - target.capabilities())
         if missing:
             return "; ".join(missing_capability(target, m) for m in missing)
@@ -248,7 +255,7 @@ class ScenarioContext:
         """Retry a key that is claimed by a dead or stalled request until its promised lease
         has surely run out (``since``: when the claim was made, or later), then a few more.
 
-        With a clock hook the lease runs out on the target's clock at once; without one, a
+        With a clock the harness moves the lease runs out on it at once; without one, a
         lease up to ``REAL_LEASE_LIMIT`` is outwaited in real time, retrying with backoff; a
         longer one cannot be, and a ``lease-not-waited`` event says so, so the checker can
         call the key unknown rather than stuck.  Without a promised lease there is nothing to
@@ -260,7 +267,7 @@ class ScenarioContext:
             return self.retry_until_answer(request, first_attempt=first_attempt,
                                            process=process, instance=instance)
         policy = self.policy
-        if self.target.hooks.clock is not None:
+        if self.target.moves_clock:
             self.advance_clock(lease + 1)
         else:
             policy = policy.covering(since + lease + PAST_THE_LEASE - time.monotonic())
@@ -274,8 +281,8 @@ class ScenarioContext:
 
     def pass_lease(self, request: Request, *, since: float) -> bool:
         """Let the promised lease of the claim made at ``since`` run out, for ``request``'s key:
-        advance the target's clock past it (clock hook), or sleep it out in real time when it
-        is at most ``REAL_LEASE_LIMIT``.  False, with a ``lease-not-waited`` event, when
+        advance the target's clock past it (hook or libfaketime), or sleep it out in real time
+        when it is at most ``REAL_LEASE_LIMIT``.  False, with a ``lease-not-waited`` event, when
         neither is possible."""
         lease = self.target.promises.lease
         if lease is None:
@@ -283,7 +290,7 @@ class ScenarioContext:
         if not self.target.lease_can_run_out:
             self.lease_not_waited(request)
             return False
-        if self.target.hooks.clock is not None:
+        if self.target.moves_clock:
             self.advance_clock(lease + 1)
         else:
             time.sleep(max(0.0, since + lease + PAST_THE_LEASE - time.monotonic()))
@@ -307,7 +314,7 @@ class ScenarioContext:
             value={"lease": lease,
                    "reason": f"the promised lease ({lease:g} s) is longer than the "
                              f"{REAL_LEASE_LIMIT:g} s the harness waits in real time, and the "
-                             "target has no clock hook to advance"},
+                             "harness cannot move the target's clock"},
         )
 
     def concurrently(self, requests: Sequence[Request], *, instances: Sequence[int] = (0,),

@@ -33,6 +33,7 @@ __all__ = [
     "LEASE_SLACK",
     "REAL_LEASE_LIMIT",
     "ClockHook",
+    "ClockSpec",
     "CrashHook",
     "Effects",
     "Endpoint",
@@ -311,6 +312,23 @@ class ClockHook(_Section):
     body: dict[str, Any] = Field(default_factory=lambda: {"seconds": "{seconds}"})
 
 
+class ClockSpec(_Section):
+    """Moves the clock of a target the harness starts from outside ([clock]): ``kind =
+    "faketime"`` starts its processes under libfaketime, whose offset the harness rewrites.
+    ``check`` is a path answering the target's current time (Unix seconds or ISO 8601) for a
+    target whose answers carry no ``Date`` header; without it the ``Date`` header of
+    ``start.ready_path`` shows whether the target saw a jump."""
+
+    kind: Literal["faketime"]
+    check: str | None = None
+
+    @model_validator(mode="after")
+    def _check_is_a_path(self) -> ClockSpec:
+        if self.check is not None and not self.check.startswith("/"):
+            raise ValueError(f"check {self.check!r} must be a path starting with /, e.g. \"/time\"")
+        return self
+
+
 class CrashHook(_Section):
     """A request header that makes the target die at a named point, or a signal to send it."""
 
@@ -433,6 +451,7 @@ class Target(_Section):
     effects: Effects
     promises: Promises = Field(default_factory=Promises)
     hooks: Hooks = Field(default_factory=Hooks)
+    clock: ClockSpec | None = None
     store_proxy: StoreProxy | None = None
     client: ClientSpec = Field(default_factory=ClientSpec)
     source: str = ""
@@ -480,6 +499,13 @@ class Target(_Section):
                 "store_proxy.upstream uses {store_port}, so the start command (or start.env) "
                 "must pass {store_port} on, for the target to start its database on that port"
             )
+        if self.clock is not None and self.start is None:
+            raise ValueError("[clock] kind = \"faketime\" moves the clock of processes the "
+                             "harness starts: give a [start] table, or use [hooks.clock] for a "
+                             "running target")
+        if self.clock is not None and self.hooks.clock is not None:
+            raise ValueError("give [clock] (the harness moves the clock from outside) or "
+                             "[hooks.clock] (the target moves its own), not both")
         return self
 
     def with_enable_hints(self, hints: Mapping[str, str]) -> Target:
@@ -514,11 +540,17 @@ class Target(_Section):
         return self.start is not None and self.start.shared_state
 
     @property
+    def moves_clock(self) -> bool:
+        """Can the harness move the target's clock: its own hook, or libfaketime from outside?"""
+        return self.hooks.clock is not None or self.clock is not None
+
+    @property
     def lease_can_run_out(self) -> bool:
-        """Can the harness let a promised lease run out: on the target's clock (a clock hook),
-        or by waiting, when it is at most ``REAL_LEASE_LIMIT``?  False without a lease."""
+        """Can the harness let a promised lease run out: on the target's clock (a clock hook or
+        libfaketime), or by waiting, when it is at most ``REAL_LEASE_LIMIT``?  False without a
+        lease."""
         lease = self.promises.lease
-        return lease is not None and (self.hooks.clock is not None or lease <= REAL_LEASE_LIMIT)
+        return lease is not None and (self.moves_clock or lease <= REAL_LEASE_LIMIT)
 
     @property
     def can_restart(self) -> bool:
@@ -528,7 +560,7 @@ class Target(_Section):
         """What scenarios may rely on: each maps to a hook, a promise or a start mode."""
         caps = set()
         hooks = self.hooks
-        if hooks.clock:
+        if self.moves_clock:
             caps.add("clock")
         if hooks.crash and self.can_restart:
             caps.add("crash")
@@ -560,6 +592,10 @@ class Target(_Section):
             raise ValueError(f"target {self.name} is not started by the harness")
         start = self.start.model_copy(update={"command": [*self.start.command, *args]})
         return self.model_copy(update={"start": start})
+
+    def without_clock_from_outside(self) -> Target:
+        """The same target with no [clock]: libfaketime did not move its clock."""
+        return self.model_copy(update={"clock": None})
 
     def with_promises(self, **changes: Any) -> Target:
         return self.model_copy(update={"promises": self.promises.model_copy(update=changes)})

@@ -1,0 +1,129 @@
+"""The clock of an unmodified target, moved from outside with libfaketime.
+
+Every process the harness starts for the target (and every process those start: its Redis, its
+database) runs with libfaketime preloaded and ``FAKETIME_TIMESTAMP_FILE`` pointing at one file
+the harness owns.  The file holds the offset from real time (``+3600``); advancing the clock
+rewrites it, atomically, and with caching off (``FAKETIME_NO_CACHE=1``) every process reads the
+new offset on its next clock call: one jump, seen by the whole tree at once.
+
+Only the wall clock moves.  The monotonic clock is left alone
+(``FAKETIME_DONT_FAKE_MONOTONIC=1``): event loops, timers, timeouts and worker watchdogs measure
+intervals on it, and a monotonic clock that jumped a day would fire every timer at once (or, for
+a jump back, none).  A TTL or a retention is a wall-clock deadline, and that is what moves.
+File times stay what the kernel wrote.
+
+libfaketime 0.9.10 hangs a program linked with jemalloc at its start (Debian's redis-server);
+``harness/_clock_shim.c``, preloaded first, gets it past that (its header says how).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Mapping
+from contextlib import suppress
+from pathlib import Path
+
+from harness._errors import ServiceUnavailable
+from harness._paths import project_root
+
+__all__ = ["FaketimeClock", "find_libfaketime", "find_shim"]
+
+#: Where Debian and a source install put the multi-threaded library (time() calls serialised,
+#: as a threaded server needs), then the single-threaded one.
+_LIBRARY_GLOBS = (
+    "/usr/lib/*/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+    "/usr/local/lib/faketime/libfaketimeMT.so.1",
+    "/usr/lib/*/faketime/libfaketime.so.1",
+    "/usr/local/lib/faketime/libfaketime.so.1",
+)
+SHIM_NAME = "libidem-clock-shim.so"
+_INSTALL = ("run scripts/ensure-faketime (make setup does), which installs Debian's faketime "
+            "and libfaketime packages when absent and builds the preload shim")
+_SHM = Path("/dev/shm")
+_SHM_NAME = re.compile(r"(?:faketime_shm_|sem\.faketime_sem_)(\d+)")
+
+
+def find_libfaketime() -> Path:
+    """libfaketime's preload library: ``$IDEM_LIBFAKETIME``, else the usual install paths."""
+    explicit = os.environ.get("IDEM_LIBFAKETIME")
+    if explicit:
+        if Path(explicit).is_file():
+            return Path(explicit)
+        raise ServiceUnavailable("libfaketime", f"IDEM_LIBFAKETIME={explicit} is not a file",
+                                 "point IDEM_LIBFAKETIME at libfaketimeMT.so.1, or unset it")
+    for pattern in _LIBRARY_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return Path(found[0])
+    raise ServiceUnavailable("libfaketime", "its preload library (libfaketimeMT.so.1) is not "
+                             "installed, and [clock] kind = \"faketime\" needs it", _INSTALL)
+
+
+def find_shim() -> Path:
+    """The preload shim built from ``harness/_clock_shim.c``: ``$IDEM_FAKETIME_SHIM``, else
+    ``.tools/`` of the checkout or of the current directory."""
+    explicit = os.environ.get("IDEM_FAKETIME_SHIM")
+    candidates = ([Path(explicit)] if explicit else
+                  [project_root() / ".tools" / SHIM_NAME, Path.cwd() / ".tools" / SHIM_NAME])
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise ServiceUnavailable("the libfaketime preload shim", f"{candidates[0]} is not built",
+                             _INSTALL)
+
+
+class FaketimeClock:
+    """The offset file of one deployment, and the environment that makes a process read it."""
+
+    via = "libfaketime"
+
+    def __init__(self, directory: Path) -> None:
+        self._preload = f"{find_shim()}:{find_libfaketime()}"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory.absolute() / "faketime.rc"
+        self.offset = 0.0
+        self._write()
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` with libfaketime preloaded (ahead of any ``LD_PRELOAD`` already asked for)."""
+        already = env.get("LD_PRELOAD") or os.environ.get("LD_PRELOAD")
+        return {
+            **env,
+            "LD_PRELOAD": f"{self._preload}:{already}" if already else self._preload,
+            "FAKETIME_TIMESTAMP_FILE": str(self.path),
+            "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        }
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+        self._write()
+
+    def _write(self) -> None:
+        """Replace the file in one rename: a process reading it never sees it half-written."""
+        partial = self.path.with_suffix(".tmp")
+        partial.write_text(f"{self.offset:+.6f}\n", encoding="ascii")
+        partial.replace(self.path)
+
+    def close(self) -> None:
+        """Remove the shared-memory names libfaketime leaves behind for processes that were
+        killed (a crash scenario's SIGKILL): only those of processes that no longer run."""
+        with suppress(OSError):
+            for entry in _SHM.iterdir():
+                owner = _SHM_NAME.fullmatch(entry.name)
+                if owner and not _running(int(owner.group(1))):
+                    with suppress(OSError):
+                        entry.unlink()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
