@@ -116,7 +116,7 @@ def _forget(workdir: Path, *, keep_parent: bool) -> None:
 def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, config: RunConfig,
              emit: Callable[[RunEvent], None]) -> ScenarioOutcome:
     target = deployment.target
-    reason = scenario.not_applicable(target)
+    reason = scenario.not_applicable(target, unavailable=deployment.missing)
     if reason:
         return ScenarioOutcome(scenario.name, "n/a", scenario.properties, reason=reason)
     started = time.monotonic()

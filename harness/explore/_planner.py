@@ -191,7 +191,7 @@ class Planner:
         assert running is not None  # the rule's precondition
         lease = self.target.promises.lease
         why = "past the lease of the running request"
-        if late and lease is not None and self.target.hooks.clock is not None:
+        if late and lease is not None and self.target.moves_clock:
             if self.database_up():
                 self._moved += lease + PAST_THE_LEASE
                 return self._drawn(Clock(seconds=lease + PAST_THE_LEASE, why=why),

@@ -108,7 +108,7 @@ class World:
         self.failure: Failure | None = None  # once set, nothing more happens in this world
         self._observed = 0  # history events already seen by the oracle's last look
         hooks = self.target.hooks
-        self._watches_storage = bool(hooks.store_size and hooks.clock)
+        self._watches_storage = bool(hooks.store_size and self.target.moves_clock)
         self._rows_before = self._table_rows() if self._watches_storage else 0
 
     # ---- acting ----------------------------------------------------------------------------
@@ -377,12 +377,12 @@ class World:
         self._background.join()
         self.deployment.restart_dead_instances()
         waiting = self._retry_unanswered(list(self._unsettled()))
-        promises, clock = self.target.promises, self.target.hooks.clock
+        promises, clock = self.target.promises, self.target.moves_clock
         stuck = [op for op, last in waiting if last.status == promises.in_progress_status]
         if not (stuck and self._crashed and promises.lease is not None):
             return
         past, why = promises.lease + PAST_THE_LEASE, "past the lease of the request that died"
-        if clock is not None:
+        if clock:
             self._record(Clock(seconds=past, why=why), len(self.steps) + 1, settle=True)
         elif self.target.lease_can_run_out:  # no clock: a short lease is waited out
             self._record(Wait(seconds=past, why=why), len(self.steps) + 1, settle=True)

@@ -388,7 +388,9 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             add("restart", event, boxes=(_box("server", "restart"),))
         elif event.f == "clock":
             seconds = float(event.value.get("seconds", 0.0))
-            add("clock", event, boxes=(_box("server", f"clock +{format_duration(seconds)}"),))
+            outside = " from outside" if event.value.get("via") == "libfaketime" else ""
+            add("clock", event,
+                boxes=(_box("server", f"clock +{format_duration(seconds)}{outside}"),))
         elif event.f == "store-size":
             add("size", event, highlight=event.index in marks.sizes,
                 boxes=(_box("store", f"key table: {event.value.get('rows', '?')} rows"),))
