@@ -23,12 +23,15 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
+from reference_server.consumer._events import EventLog
 from reference_server.consumer._messages import Delivery
 from reference_server.consumer._settings import ConsumerSettings
 
 __all__ = ["AmqpSettlement", "BrokerUnreachable", "QueueConsumer", "delivery_of"]
 
 logger = logging.getLogger(__name__)
+
+RECONNECT_INTERVAL = 0.5  # after a cut: the harness waits for the redelivery, keep it short
 
 #: What a dying channel or connection raises from an ack; all mean "not settled".
 _GONE = (aio_pika.exceptions.AMQPException, aiormq.exceptions.AMQPError, ConnectionError,
@@ -59,7 +62,12 @@ class AmqpSettlement:
 
     @property
     def open(self) -> bool:
-        return not self._message.channel.is_closed and not self._message.processed
+        if self._message.processed:
+            return False
+        try:
+            return not self._message.channel.is_closed
+        except aiormq.exceptions.ChannelInvalidStateError:  # the channel is already gone
+            return False
 
     async def _settle(self, action: Callable[[], Awaitable[None]]) -> bool:
         if not self.open:
@@ -88,9 +96,10 @@ class QueueConsumer:
     """Consumes ``settings.queue`` and hands each delivery to ``handler`` in a task of its own
     (up to ``prefetch`` at once)."""
 
-    def __init__(self, settings: ConsumerSettings, handler: Handler) -> None:
+    def __init__(self, settings: ConsumerSettings, handler: Handler, events: EventLog) -> None:
         self._settings = settings
         self._handler = handler
+        self._events = events
         self._connection: AbstractRobustConnection | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -110,6 +119,7 @@ class QueueConsumer:
             try:
                 self._connection = await aio_pika.connect_robust(
                     settings.amqp_url, timeout=5, heartbeat=max(1, round(settings.heartbeat)),
+                    reconnect_interval=RECONNECT_INTERVAL,
                     client_properties={"connection_name": f"reference-consumer {settings.queue}"},
                 )
                 break
@@ -117,6 +127,8 @@ class QueueConsumer:
                 if asyncio.get_running_loop().time() > deadline:
                     raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from exc
                 await asyncio.sleep(0.25)
+        self._connection.close_callbacks.add(self._on_close)
+        self._connection.reconnect_callbacks.add(self._on_reconnect)
         try:
             channel = await self._connection.channel()
             await channel.set_qos(prefetch_count=settings.prefetch)
@@ -131,6 +143,15 @@ class QueueConsumer:
         except _GONE as exc:
             await self.close()
             raise BrokerUnreachable(f"declaring the queues failed: {exc}") from exc
+
+    def _on_close(self, sender: object, exc: BaseException | None = None) -> None:
+        if exc is not None:
+            logger.warning("lost the broker connection (%s); reconnecting", exc)
+            self._events.record("disconnected", reason=f"{type(exc).__name__}: {exc}")
+
+    def _on_reconnect(self, sender: object) -> None:
+        logger.info("reconnected to the broker")
+        self._events.record("reconnected", queue=self._settings.queue)
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         task = asyncio.create_task(self._handler(delivery_of(message), AmqpSettlement(message)))

@@ -34,7 +34,6 @@ from reference_server.stores import StoreUnavailable, store_from_url
 __all__ = ["STARTUP_FAILED", "run_consumer"]
 
 STARTUP_FAILED = 3
-CONNECT_TIMEOUT = 15.0
 
 
 class _AdminServer(uvicorn.Server):
@@ -54,7 +53,7 @@ async def _serve(settings: ConsumerSettings) -> None:
                          interval=settings.cleanup_interval)
     events = EventLog()
     worker = Worker(store, clock, settings=settings, behaviour=behaviour, events=events)
-    consumer = QueueConsumer(settings, worker.handle)
+    consumer = QueueConsumer(settings, worker.handle, events)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -85,7 +84,7 @@ async def _serve(settings: ConsumerSettings) -> None:
     await store.open()
     try:
         cleanup.start()
-        await consumer.start(connect_timeout=CONNECT_TIMEOUT)
+        await consumer.start(connect_timeout=settings.connect_timeout)
         events.record("consuming", queue=settings.queue)
         admin: _AdminServer | None = None
         if settings.admin_port is not None:
@@ -112,6 +111,12 @@ def run_consumer(settings: ConsumerSettings) -> None:
     cannot be reached at start."""
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.log_level != "debug":
+        # The client logs every failed reconnect attempt with a traceback; the consumer says
+        # once that it lost the connection, and when it is back (events disconnected and
+        # reconnected).
+        for library in ("aiormq", "aio_pika"):
+            logging.getLogger(library).setLevel(logging.CRITICAL)
     try:
         asyncio.run(_serve(settings))
     except StoreUnavailable as exc:

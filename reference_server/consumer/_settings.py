@@ -26,6 +26,8 @@ class ConsumerSettings:
     cleanup_interval: float = 60.0
     work_delay: float = 0.0
     heartbeat: float = 5.0
+    connect_timeout: float = 15.0
+    """How long the first connection to the broker is retried before the process gives up."""
     admin_host: str = "127.0.0.1"
     admin_port: int | None = None
     test_clock: bool = False

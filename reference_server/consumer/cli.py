@@ -100,6 +100,8 @@ def _check_amqp_url(url: str, allow_remote: bool) -> None:
               help="Simulated payment-provider latency inside each job.")
 @click.option("--heartbeat", type=Duration(), default="5s", show_default=True,
               help="AMQP heartbeat: how soon the broker notices a stalled consumer.")
+@click.option("--connect-timeout", type=Duration(), default="15s", show_default=True,
+              help="How long to retry the first connection to the broker before exiting 3.")
 @click.option("--admin-port", type=click.IntRange(1, 65535),
               help="Serve the admin routes (/_admin/health, effects, keys, cleanup, events, "
                    "clock) on this loopback port.")
@@ -114,8 +116,8 @@ def consume(
     amqp_url: str, queue: str, dead_letter_queue: str | None, allow_remote: bool,
     store_url: str | None, dedup_header: str, prefetch: int, lease: float, retention: float,
     max_attempts: int, requeue_delay: float, cleanup_interval: float, work_delay_ms: int,
-    heartbeat: float, admin_port: int | None, test_clock: bool, test_faults: bool,
-    flaw: str | None, log_level: str,
+    heartbeat: float, connect_timeout: float, admin_port: int | None, test_clock: bool,
+    test_faults: bool, flaw: str | None, log_level: str,
 ) -> None:
     """Run the reference consumer: charge messages from a queue, deduplicated by their key."""
     _check_amqp_url(amqp_url, allow_remote)
@@ -144,6 +146,7 @@ def consume(
         cleanup_interval=cleanup_interval,
         work_delay=work_delay_ms / 1000,
         heartbeat=heartbeat,
+        connect_timeout=connect_timeout,
         admin_port=admin_port,
         test_clock=test_clock,
         test_faults=test_faults,

@@ -1,0 +1,157 @@
+"""The correct reference consumer on a real broker and a real store: each rule of issue 16's
+"Reference consumer" once, synchronised on the consumer's event feed."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness._toxiproxy import ToxiproxyServer
+from tests.reference_consumer.conftest import Consumers
+from tests.reference_consumer.support import is_, publish, queue_depth, unique, until
+
+
+def test_a_charge_is_processed_once_and_acked_after_its_commit(
+    consumers: Consumers, queue: str,
+) -> None:
+    consumer = consumers.start(queue, store=consumers.sqlite())
+    key = unique("k")
+    publish(consumers.broker.url, queue, [{"key": key}])
+    consumer.wait_for("the ack", is_("ack", key, outcome="done"))
+    order = [e["type"] for e in consumer.events()[0] if e.get("key") == key]
+    assert order == ["deliver", "claim", "commit", "ack"]
+    assert consumer.effects(key) == 1
+    assert consumer.admin("GET", "/keys")["rows"] == 1
+
+
+def test_without_the_header_the_message_id_is_the_key(consumers: Consumers, queue: str) -> None:
+    consumer = consumers.start(queue, store=consumers.sqlite())
+    message_id = unique("m")
+    publish(consumers.broker.url, queue, [{"message_id": message_id}] * 2)
+    consumer.wait_for("the second copy's ack", is_("ack", message_id, outcome="duplicate"))
+    assert consumer.effects(message_id) == 1
+
+
+def test_a_republished_message_is_acked_without_work(consumers: Consumers, queue: str) -> None:
+    """A producer's republish after a lost confirm: the same key under a new message id."""
+    consumer = consumers.start(queue, store=consumers.sqlite())
+    key = unique("k")
+    publish(consumers.broker.url, queue, [{"key": key}, {"key": key}])
+    consumer.wait_for("the copy's ack", is_("ack", key, outcome="duplicate"))
+    assert consumer.count(is_("commit", key)) == 1
+    assert consumer.effects(key) == 1
+
+
+def test_a_lost_ack_means_a_redelivery_acked_without_work(
+    consumers: Consumers, queue: str, toxiproxy_server: ToxiproxyServer,
+) -> None:
+    """The connection is cut after the commit, before the ack: the broker delivers again."""
+    proxy = toxiproxy_server.client.create_proxy(
+        unique("amqp"), f"{consumers.broker.host}:{consumers.broker.port}")
+    try:
+        consumer = consumers.start(
+            queue, ["--test-faults"], store=consumers.sqlite(),
+            amqp_url=f"amqp://guest:guest@{proxy.host}:{proxy.port}/")
+        key = unique("k")
+        publish(consumers.broker.url, queue,
+                [{"key": key, "headers": {"X-Test-Pause": "before-ack:1500"}}])
+        consumer.wait_for("the pause before the ack", is_("pause", key, point="before-ack"))
+        with proxy.down():
+            consumer.wait_for("the lost ack", is_("ack-lost", key))
+        consumer.wait_for("the redelivery's ack", is_("ack", key, outcome="duplicate"))
+        assert consumer.count(is_("deliver", key, redelivered=True)) == 1
+        assert consumer.effects(key) == 1
+    finally:
+        proxy.delete()
+
+
+def test_a_consumer_killed_after_its_claim_is_taken_over_after_the_lease(
+    consumers: Consumers, queue: str,
+) -> None:
+    """Killed during the work: the redelivery finds the key claimed, holds it (no requeue loop),
+    and takes it over once the lease has run out on the shared clock."""
+    store = consumers.sqlite()
+    options = ["--test-faults", "--test-clock", "--lease", "30s"]
+    first = consumers.start(queue, options, store=store)
+    key = unique("k")
+    publish(consumers.broker.url, queue,
+            [{"key": key, "headers": {"X-Test-Pause": "before-work:2000"}}])
+    first.wait_for("the claim's pause", is_("pause", key, point="before-work"))
+    first.kill()
+    second = consumers.start(queue, options, store=store)
+    second.wait_for("the wait on the dead consumer's claim", is_("wait", key))
+    assert second.effects(key) == 0
+    second.admin("POST", "/clock/advance", json={"seconds": 31})
+    second.wait_for("the job's ack", is_("ack", key, outcome="done"))
+    assert second.count(is_("claim", key)) == 1
+    assert second.effects(key) == 1
+
+
+def test_poison_is_dead_lettered_at_once_and_failing_work_after_max_attempts(
+    consumers: Consumers, queue: str,
+) -> None:
+    consumer = consumers.start(queue, ["--test-faults", "--max-attempts", "3"],
+                               store=consumers.sqlite())
+    bad, failing = unique("bad"), unique("fails")
+    publish(consumers.broker.url, queue, [
+        {"key": bad, "body": {"amount": -5, "currency": "EUR"}},
+        {"key": failing, "headers": {"X-Test-Fault": "handler-error"}},
+    ])
+    consumer.wait_for("the poison's dead-lettering", is_("dead-letter", bad))
+    consumer.wait_for("the failing job's dead-lettering", is_("dead-letter", failing))
+    assert consumer.count(is_("deliver", bad)) == 1
+    assert consumer.count(is_("deliver", failing)) == 3
+    assert consumer.effects(bad) == consumer.effects(failing) == 0
+    assert queue_depth(consumers.broker.url, f"{queue}.dead") == 2
+
+
+def test_finished_keys_are_kept_for_the_retention_then_cleaned_up(
+    consumers: Consumers, queue: str,
+) -> None:
+    consumer = consumers.start(queue, ["--test-clock", "--retention", "1h"],
+                               store=consumers.sqlite())
+    key = unique("k")
+    publish(consumers.broker.url, queue, [{"key": key}])
+    consumer.wait_for("the ack", is_("ack", key))
+    consumer.admin("POST", "/clock/advance", json={"seconds": 3000})
+    assert consumer.admin("GET", "/keys")["rows"] == 1
+    publish(consumers.broker.url, queue, [{"key": key}])  # within the window: a duplicate
+    consumer.wait_for("the duplicate's ack", is_("ack", key, outcome="duplicate"))
+    consumer.admin("POST", "/clock/advance", json={"seconds": 601})  # past the window
+    assert consumer.admin("GET", "/keys")["rows"] == 0
+    assert consumer.effects(key) == 1
+
+
+def test_prefetch_runs_several_jobs_at_once(consumers: Consumers, queue: str) -> None:
+    consumer = consumers.start(queue, ["--prefetch", "4", "--work-delay-ms", "200"],
+                               store=consumers.sqlite())
+    keys = [unique("k") for _ in range(8)]
+    publish(consumers.broker.url, queue, [{"key": key} for key in keys])
+    for key in keys:
+        consumer.wait_for(f"the ack of {key}", is_("ack", key))
+    running = most = 0
+    for event in consumer.events()[0]:
+        running += {"claim": 1, "commit": -1}.get(event["type"], 0)
+        most = max(most, running)
+    assert most > 1
+    assert [consumer.effects(key) for key in keys] == [1] * 8
+
+
+@pytest.mark.parametrize("flaw", [None, "check-then-insert"])
+def test_several_consumers_on_one_postgresql(
+    consumers: Consumers, queue: str, flaw: str | None,
+) -> None:
+    """Copies of each message reach two consumers at once: one effect per key, unless the claim
+    is a lookup followed by an insert (the flaw), where both consumers see nothing."""
+    store = consumers.postgresql()
+    options = ["--prefetch", "4"] + ([] if flaw is None else ["--flaw", flaw])
+    pair = [consumers.start(queue, options, store=store) for _ in range(2)]
+    keys = [unique("k") for _ in range(6)]
+    publish(consumers.broker.url, queue, [{"key": key} for key in keys for _ in range(2)])
+    until("both copies of every key acked",
+          lambda: all(sum(c.count(is_("ack", key)) for c in pair) == 2 for key in keys))
+    effects = [pair[0].effects(key) for key in keys]
+    if flaw is None:
+        assert effects == [1] * len(keys)
+        assert all(c.count(is_("deliver")) > 0 for c in pair)  # both consumers took messages
+    else:
+        assert max(effects) == 2, effects
