@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.consumer import ConsumerContext, consumer_scenario
+from harness.consumer import SETTLE, ConsumerContext, consumer_scenario
 
-PAUSE_MS = 20_000
+PAUSE_MS = 3_000
 
 
 def drive(ctx: ConsumerContext) -> None:
@@ -20,6 +20,9 @@ def drive(ctx: ConsumerContext) -> None:
         ctx.wait_for_delivery(before_work, paused=True)
         ctx.kill()
         ctx.restart()
+        extra = ctx.pass_lease()  # the dead consumer's claim on the key must run out
+        ctx.drain(timeout=SETTLE + extra)
+        return
     ctx.drain()
 
 
@@ -39,7 +42,9 @@ SCENARIO = consumer_scenario(
         "hold what the consumer sends to the broker, publish a charge, wait until its charge "
         "is committed (effects oracle), then SIGKILL the consumer and restart it",
         "where the consumer has a pause hook before the work: publish a charge that makes "
-        "it wait there, wait until it reports waiting, SIGKILL it and restart it",
+        "it wait there, wait until it reports waiting, SIGKILL it and restart it; let the "
+        "dead consumer's claim on the key run out (advance the clock past the promised "
+        "lease, or wait it out in real time up to a minute)",
         "drain: wait until every redelivery is settled, stop the consumers, look at the queue",
         "check: exactly one charge per key, none lost, none left in the queue",
     ),

@@ -8,9 +8,9 @@ same history and judged by the same checker as an HTTP run (docs/consumers.md).
 
 from __future__ import annotations
 
-from harness.consumer._context import ConsumerContext
+from harness.consumer._context import SETTLE, ConsumerContext
 from harness.consumer._scenario import ConsumerScenario, consumer_scenario, http_only
 from harness.consumer._target import ConsumerTarget, is_consumer
 
-__all__ = ["ConsumerContext", "ConsumerScenario", "ConsumerTarget", "consumer_scenario",
+__all__ = ["SETTLE", "ConsumerContext", "ConsumerScenario", "ConsumerTarget", "consumer_scenario",
            "http_only", "is_consumer"]

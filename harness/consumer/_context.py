@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from harness._history import ORACLE, Event, History
+from harness._history import NEMESIS, ORACLE, Event, History
 from harness._oracle import record_effects
-from harness._target import render_template
+from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, render_template
 from harness.consumer._amqp import AmqpClient, header_text
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._events import EventFeed
 from harness.consumer._nemesis import ConsumerNemesis
 
-__all__ = ["PRODUCER", "ConsumerContext"]
+__all__ = ["PRODUCER", "SETTLE", "ConsumerContext"]
 
 PRODUCER = "producer"
 #: Seconds a scenario waits for the consumer to do what any consumer does in milliseconds.
@@ -185,6 +185,25 @@ class ConsumerContext:
 
     def advance_clock(self, seconds: float) -> None:
         self.nemesis.advance_clock(seconds)
+
+    def pass_lease(self) -> float:
+        """Let the promised lease of a claim held by a dead consumer run out: on the consumer's
+        clock at once (clock hook), else in real time up to ``REAL_LEASE_LIMIT`` (the drain
+        then waits that much longer); a longer lease is recorded as not waited, so the
+        checker says unknown.  The seconds the drain must allow beyond its usual wait."""
+        lease = self.target.promises.lease
+        if lease is None:
+            return 0.0
+        if self.target.hooks.clock is not None:
+            self.advance_clock(lease + LEASE_SLACK + 1)
+            return 0.0
+        if lease <= REAL_LEASE_LIMIT:
+            return lease + LEASE_SLACK
+        self.history.record("info", "lease-not-waited", NEMESIS, value={
+            "lease": lease, "reason": f"the promised lease ({lease:g} s) is longer than the "
+                                      f"{REAL_LEASE_LIMIT:g} s the harness waits in real time, "
+                                      "and the consumer has no clock hook"})
+        return 0.0
 
     def ensure_consumers(self, count: int) -> int:
         if count > 1 and not self.target.shares_state:

@@ -74,6 +74,9 @@ class ConsumerDeployment:
         self.dead_letter_queue = str(render_template(dlq, values)) if dlq else None
         self.instances: list[ConsumerInstance] = []
         self._producer_proxy: ToxiproxyProxy | None = None
+        #: Consumers whose connection the nemesis has cut or stalled: the broker does not
+        #: count them, so readiness does not wait for them.
+        self.cut_off: set[int] = set()
         self.oracle: EffectOracle | None = None
         self.recorder: Recorder | None = None
         self.amqp = AmqpClient(broker_url)
@@ -143,15 +146,25 @@ class ConsumerDeployment:
             ready_url=ready_url, ready_port=ready_port, env=env, cwd=self._start_cwd(),
             start_timeout=start.ready_timeout)
         instance = ConsumerInstance(number, proxy, process, port)
-        self._launch(instance, consumers=number + 1)
+        try:
+            self._launch(instance)
+        except BaseException:
+            process.stop()
+            with suppress(ServiceError):
+                proxy.delete()
+            raise
         return instance
 
-    def _launch(self, instance: ConsumerInstance, *, consumers: int) -> None:
-        """Start the process and wait until the broker counts ``consumers`` on the queue: the
-        consumer is only ready once it can receive a message."""
+    def _launch(self, instance: ConsumerInstance) -> None:
+        """Start the process and wait until it is ready: its own readiness check, and for
+        ``ready = "queue"`` the broker counting every connected consumer on the queue."""
         with self._process_lock:
             instance.process.start()
-        self.wait_for_consumers(consumers, process=instance.process)
+        if self.target.start.ready == "queue":
+            others = [i for i in self.instances if i is not instance]
+            connected = 1 + sum(1 for i in others
+                                if i.process.running() and i.number not in self.cut_off)
+            self.wait_for_consumers(connected, process=instance.process)
 
     def wait_for_consumers(self, count: int, *, process: ManagedProcess | None = None,
                            timeout: float | None = None) -> QueueState:
@@ -245,7 +258,7 @@ class ConsumerDeployment:
         with self._process_lock:
             if instance.process.running():
                 instance.process.kill()
-        self._launch(instance, consumers=self.running())
+        self._launch(instance)
 
     def running(self) -> int:
         return sum(1 for i in self.instances if i.process.running())

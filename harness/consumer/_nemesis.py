@@ -51,6 +51,8 @@ class ConsumerNemesis:
             proxy.add_toxic(fault.toxic)
             if name == "connection-stall":
                 proxy.add_toxic(_STALL_UP)
+        if name != "ack-held":
+            self.deployment.cut_off.add(instance)
         self._record("fault", fault, instance)
 
     def heal(self, name: str, instance: int = 0) -> None:
@@ -63,6 +65,7 @@ class ConsumerNemesis:
             proxy.remove_toxic(fault.toxic.effective_name)
             if name == "connection-stall":
                 proxy.remove_toxic(_STALL_UP.effective_name)
+        self.deployment.cut_off.discard(instance)
         self._record("heal", fault, instance)
 
     @contextmanager
@@ -95,6 +98,7 @@ class ConsumerNemesis:
         for instance in self.deployment.instances:
             instance.proxy.clear_toxics()
             instance.proxy.enable()
+        self.deployment.cut_off.clear()
 
     def kill(self, instance: int = 0) -> None:
         self.deployment.kill(instance)

@@ -149,7 +149,7 @@ def _converged(queue: QueueView, incident: Incident, key: str,
     evidence = queue.evidence(key, incident.start.index, incident.end.index, effects.index)
     left = queue.events_of("leftover", key)
     drain = queue.drains[-1] if queue.drains else None
-    if left or drain is None or drain.type != "ok":
+    if left or drain is None or (drain.type != "ok" and not effects.count):
         waited = (view.target_time(drain) - view.target_time(incident.end)) if drain else 0.0
         lease = promises.lease
         if drain is not None and lease is not None and waited > lease + LEASE_SLACK:
