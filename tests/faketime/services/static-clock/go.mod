@@ -1,0 +1,3 @@
+module idem-harness/tests/faketime/static-clock
+
+go 1.22

@@ -1,0 +1,90 @@
+"""``[clock] kind = "faketime"`` in a target file, and the offset file and environment the harness
+gives a target's processes: validated like the rest of the file, and a missing library is a
+clear error naming the fix."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness._errors import ServiceUnavailable, TargetFileError
+from harness._faketime import FaketimeClock
+from harness._target import parse_target
+from harness._toxiproxy import ToxiproxyServer
+from tests.faketime.conftest import TARGETS
+
+BASE: dict[str, Any] = {
+    "name": "t",
+    "start": {"command": ["serve", "{port}"]},
+    "effects": {"kind": "recorder"},
+    "clock": {"kind": "faketime"},
+}
+
+
+def problems(data: dict[str, Any]) -> str:
+    with pytest.raises(TargetFileError) as caught:
+        parse_target(data, source="t.toml")
+    return str(caught.value)
+
+
+def test_a_faketime_clock_gives_the_clock_capability() -> None:
+    target = parse_target(BASE, source="t.toml")
+    assert target.moves_clock and "clock" in target.capabilities()
+    assert target.lease_can_run_out is False  # no lease promised
+    leased = target.with_promises(lease=3600.0)
+    assert leased.lease_can_run_out  # an hour-long lease runs out on a clock moved from outside
+    assert "clock" not in target.without_clock_from_outside().capabilities()
+
+
+def test_the_clock_table_is_validated_like_the_rest_of_the_file() -> None:
+    running = {**BASE, "url": "http://127.0.0.1:1", "effects": {"kind": "recorder", "port": 9}}
+    del running["start"]
+    assert "give a [start] table, or use [hooks.clock]" in problems(running)
+    both = {**BASE, "hooks": {"clock": {"path": "/clock"}}}
+    assert "not both" in problems(both)
+    wrong_kind = problems({**BASE, "clock": {"kind": "libfaketime"}})
+    assert "clock.kind" in wrong_kind and "'faketime'" in wrong_kind
+    assert "did you mean `check`?" in problems({**BASE, "clock": {"kind": "faketime",
+                                                                   "chek": "/time"}})
+    assert "did you mean `clock`?" in problems({**{k: v for k, v in BASE.items()
+                                                   if k != "clock"}, "clok": {}})
+    assert "must be a path starting with /" in problems({**BASE, "clock": {"kind": "faketime",
+                                                                           "check": "time"}})
+
+
+def test_the_offset_file_and_the_environment(faketime_ready: None, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    clock = FaketimeClock(tmp_path)
+    assert clock.path.read_text() == "+0.000000\n"
+    clock.advance(3600)
+    clock.advance(0.5)
+    assert clock.path.read_text() == "+3600.500000\n"
+    env = clock.environment({"LD_PRELOAD": "/opt/mine.so", "KEEP": "1"})
+    shim, library, mine = env["LD_PRELOAD"].split(":")
+    assert shim.endswith("libidem-clock-shim.so") and "libfaketime" in library
+    assert mine == "/opt/mine.so" and env["KEEP"] == "1"  # the target's own preload stays, last
+    assert env["FAKETIME_TIMESTAMP_FILE"] == str(clock.path)
+    assert env["FAKETIME_NO_CACHE"] == "1" and env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"
+
+
+def test_a_missing_library_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         toxiproxy_server: ToxiproxyServer) -> None:
+    monkeypatch.setenv("IDEM_LIBFAKETIME", str(tmp_path / "absent.so"))
+    with pytest.raises(ServiceUnavailable, match="IDEM_LIBFAKETIME"):
+        FaketimeClock(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--target",
+         str(TARGETS / "node-memory.toml"), "--scenario", "late-retry",
+         "--report-dir", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TOXIPROXY_URL": toxiproxy_server.url},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "libfaketime is unavailable" in done.stderr and "fix:" in done.stderr
+    assert "Traceback" not in done.stderr
