@@ -78,6 +78,11 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
     done = explore(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     if done.story is not None:
         click.echo(render_story(done.story, replay_line=replay_line(done.story_path)))
+    else:
+        numbers = done.result.extra["explore"]
+        assert isinstance(numbers, dict)
+        click.echo(f"No story failed: {numbers['examples']} examples, {numbers['steps']} steps, "
+                   f"{numbers['requests']} requests (their history is in {report_dir}).")
     sys.exit(done.result.exit_code)
 
 

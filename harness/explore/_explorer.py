@@ -27,6 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from harness._errors import UsageError
 from harness._outcomes import (
     Handler,
+    Progress,
     RunFinished,
     RunResult,
     RunStarted,
@@ -39,7 +40,7 @@ from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer
 from harness.explore._machine import machine_for
-from harness.explore._minimise import drop_steps
+from harness.explore._minimise import EnoughShrinking, drop_steps, enough, shrink_deadline
 from harness.explore._report import outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
 from harness.explore._session import Session, StoryFailed, deployed, emitter
@@ -60,8 +61,8 @@ __all__ = [
 DEFAULT_STEPS = 14
 #: The seed under CI when none is given: derandomised, as Hypothesis's ``ci`` profile is.
 CI_SEED = 0
-#: How long Hypothesis may shrink a failing story (its own limit is five minutes); dropping
-#: single steps afterwards takes at most half as long again.
+#: The most that shrinking a failing story and dropping its single steps may take (Hypothesis's
+#: own limit is five minutes); it stops far sooner once it no longer pays (``_minimise``).
 DEFAULT_SHRINK_SECONDS = 60.0
 
 
@@ -90,8 +91,9 @@ class Exploration:
 
 def hypothesis_settings(config: ExploreConfig) -> settings:
     """The exploration's Hypothesis settings: the ``ci`` profile under CI, quiet, no deadline
-    (a target's answer takes what it takes), every broken property shrunk on its own, and no
-    explain phase (the story explains)."""
+    (a target's answer takes what it takes), shrinking from the first failure on (looking on
+    for other failures would cost as long again as finding the first did; the shortest story
+    wins whatever it breaks), and no explain phase (the story explains)."""
     if config.max_examples < 1:
         raise UsageError("--max-examples must be at least 1")
     ci = in_ci()
@@ -106,7 +108,7 @@ def hypothesis_settings(config: ExploreConfig) -> settings:
         suppress_health_check=list(HealthCheck),
         verbosity=Verbosity.quiet,
         print_blob=False,
-        report_multiple_bugs=True,
+        report_multiple_bugs=False,
         phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
     )
 
@@ -141,11 +143,19 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
         with _shrinking_budget(config.shrink_seconds):
             run_state_machine_as_test(hypothesis_seed(seed)(machine),
                                       settings=hypothesis_settings(config))
+    except* EnoughShrinking:
+        pass  # shrinking no longer paid: the session holds the shortest story so far
     except* StoryFailed:
-        # One or several broken properties, each shrunk; or a failure that did not come back
-        # when Hypothesis replayed it (a race the target lost once, raised inside a Flaky):
-        # the session holds every story as it failed.
+        # A broken property, shrunk; or a failure that did not come back when Hypothesis
+        # replayed it (a race the target lost once, raised inside a Flaky): the session holds
+        # every story as it failed.
         pass
+
+
+def _stop_if_enough(session: Session, limit: float) -> None:
+    """Stop Hypothesis once shrinking no longer pays (see ``_minimise``)."""
+    if enough(session, limit=limit) is not None:
+        raise EnoughShrinking
 
 
 def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Exploration:
@@ -160,13 +170,18 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
                   toxiproxy=config.toxiproxy) as deployment:
         emit(ScenarioStarted(EXPLORER.name, 0, 1))
         session = Session(deployment, retry_horizon=config.retry_horizon,
-                          listener=lambda event: emit(Step(EXPLORER.name, event)))
+                          listener=lambda event: emit(Step(EXPLORER.name, event)),
+                          progress=lambda phase, n: emit(Progress(EXPLORER.name, phase, n)))
+        session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
         _search(machine_for(session), seed, config)
         best, runs = session.best, session.examples
-        if best is not None:
-            dropping = Session(deployment, retry_horizon=config.retry_horizon)
-            best = drop_steps(dropping, best,
-                              deadline=time.monotonic() + config.shrink_seconds / 2)
+        deadline = shrink_deadline(session, limit=config.shrink_seconds)
+        if best is not None and deadline is not None:
+            dropping = Session(deployment, retry_horizon=config.retry_horizon,
+                               progress=lambda phase, n: emit(
+                                   Progress(EXPLORER.name, phase, runs + n)),
+                               phase="minimising")
+            best = drop_steps(dropping, best, deadline=deadline)
             runs += dropping.examples
     seconds = time.monotonic() - clock
     found = (Provenance(seed, *session.first_failure, runs, seconds)
@@ -175,9 +190,11 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
              if best is not None and found is not None else None)
     story_path = save_story(story, config.report_dir) if story is not None else None
     outcome = outcome_of(best, undecided=session.undecided, seconds=seconds,
-                         story_path=story_path)
+                         story_path=story_path, kept=session.kept)
     extra: dict[str, object] = {"explore": {
         "seed": seed, "max_examples": config.max_examples, "runs": runs,
+        "examples": session.examples, "steps": session.steps,
+        "requests": sum(1 for e in session.kept if e.f == "request" and e.type == "invoke"),
         "found": story is not None,
         "examples_to_failure": story.examples if story else None,
         "seconds_to_failure": story.seconds if story else None,

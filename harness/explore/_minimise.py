@@ -1,11 +1,20 @@
-"""The last pass of shrinking: drop one drawn step at a time while the story still breaks the
-same property.
+"""When shrinking stops paying, and the last pass of it: drop one drawn step at a time while
+the story still breaks the same property.
 
-Hypothesis shrinks the choices behind a story, and every attempt it makes is a whole story
-against a real server, so within the exploration's time budget it can stop with steps that
-changed nothing (a fault switched on and healed, a request nobody retried).  Trying the story
-without each step in turn, last step first, and keeping every drop after which the same
-property still breaks, removes those in a few runs.  A drop that leaves a step naming what no
+Every attempt at a shorter story is a whole story against a real server, so shrinking is worth
+its time only while stories get shorter.  It stops (``enough``) when the story has the fewest
+steps its property can need (``FEWEST_STEPS``), when ``STALL_ATTEMPTS`` attempts in a row made
+it no shorter, or when it has taken as long again as finding the failure did, plus
+``SHRINK_SLACK`` (and never past ``--shrink-time``).  Hypothesis has no public switch to stop
+shrinking, so the session raises ``EnoughShrinking`` as the next example starts; it is a
+``KeyboardInterrupt`` because that is what Hypothesis's engine lets through at once, without
+counting the example as a failure or saving it to the example database.
+
+Hypothesis shrinks the choices behind a story, so it can stop with steps that changed nothing
+(a fault switched on and healed, a request nobody retried).  ``drop_steps`` goes straight for
+shorter stories: the steps the checker cited alone, then runs of steps dropped at once (halves,
+quarters, ... single steps, as delta debugging does), keeping every drop after which the same
+property still breaks, until a pass drops nothing; a drop that leaves a step naming what no
 longer exists is not tried.
 """
 
@@ -13,30 +22,96 @@ from __future__ import annotations
 
 import time
 
+from harness.explore._actions import Action
 from harness.explore._failure import Failure
 from harness.explore._session import Session
 from harness.explore._validity import problems_with
 
-__all__ = ["drop_steps"]
+__all__ = ["FEWEST_STEPS", "HYPOTHESIS_SHARE", "SHRINK_SLACK", "STALL_ATTEMPTS",
+           "EnoughShrinking", "at_fewest", "drop_steps", "enough", "shrink_deadline"]
+
+#: The fewest drawn steps a story can break each property in (1 for the others).  P4 needs a
+#: request and its reuse; P8 a key and the same key in the other tenant; P11 a request and a
+#: clock step that reads the table; P6 a request, a clock jump and a late retry.
+FEWEST_STEPS = {"P4": 2, "P6": 3, "P8": 2, "P11": 2}
+#: Attempts in a row that made the shortest story no shorter: shrinking has stopped paying.
+STALL_ATTEMPTS = 10
+#: Seconds of shrinking allowed beyond the time the failure took to find.
+SHRINK_SLACK = 7.0
+#: Hypothesis's part of the shrinking time; dropping steps has the rest.
+HYPOTHESIS_SHARE = 0.6
+
+
+class EnoughShrinking(KeyboardInterrupt):
+    """Raised as an example starts once shrinking no longer pays; caught by the explorer."""
+
+
+def at_fewest(failure: Failure) -> bool:
+    """Is ``failure`` already as short as a story breaking its property can be?"""
+    if failure.check is None or not failure.check.findings:
+        return False
+    return failure.operations <= FEWEST_STEPS.get(failure.check.findings[0].property, 1)
+
+
+def shrink_deadline(session: Session, *, limit: float) -> float | None:
+    """When (``time.monotonic``) shrinking and dropping steps must end: as long after the
+    first failure as the failure took to find, plus ``SHRINK_SLACK``, at most ``limit``."""
+    if session.first_failure is None:
+        return None
+    found_after = session.first_failure[1]
+    return session.started + found_after + min(limit, found_after + SHRINK_SLACK)
+
+
+def enough(session: Session, *, limit: float) -> str | None:
+    """Why Hypothesis's shrinking should stop now (``minimal``, ``stalled``, ``time``), or
+    None.  It has ``HYPOTHESIS_SHARE`` of the shrinking time; dropping steps, which goes
+    straight for shorter stories, has the rest."""
+    best, deadline = session.best, shrink_deadline(session, limit=limit)
+    if best is None or deadline is None or session.first_failure is None:
+        return None
+    if at_fewest(best):
+        return "minimal"
+    if session.examples - session.improved_at >= STALL_ATTEMPTS:
+        return "stalled"
+    found = session.started + session.first_failure[1]
+    return "time" if time.monotonic() >= found + HYPOTHESIS_SHARE * (deadline - found) else None
 
 
 def drop_steps(session: Session, failure: Failure, *, deadline: float) -> Failure:
-    """The shortest version of ``failure`` found by dropping steps before ``deadline``."""
-    if failure.check is None or not failure.check.findings:
+    """The shortest version of ``failure`` found by dropping steps before ``deadline``: first
+    the story of only the steps the checker cited, then runs of steps, halving their length
+    down to single steps, last run first; every drop after which the same property still
+    breaks is kept, and the passes repeat until one drops nothing."""
+    if failure.check is None or not failure.check.findings or at_fewest(failure):
         return failure
     wanted = failure.check.findings[0].property
-    actions = [s.action for s in failure.steps if not s.settle and s.action is not None]
+    drawn = [s for s in failure.steps if not s.settle and s.action is not None]
+    actions = [s.action for s in drawn if s.action is not None]
+    cited = [s.action for s in drawn if s.action is not None
+             and any(s.holds(i) for i in failure.check.findings[0].events)]
     best = failure
+
+    def attempt(candidate: list[Action]) -> bool:
+        nonlocal best
+        if (not candidate or time.monotonic() >= deadline or at_fewest(best)
+                or problems_with(candidate, session.target)):
+            return False
+        found = session.play(candidate).failure
+        if found and found.check and wanted in {f.property for f in found.check.findings}:
+            best = found
+            return True
+        return False
+
+    if len(cited) < len(actions) and attempt(cited):
+        actions = cited
     progress = True
-    while progress and time.monotonic() < deadline:
+    while progress and time.monotonic() < deadline and not at_fewest(best):
         progress = False
-        for index in reversed(range(len(actions))):
-            if time.monotonic() >= deadline:
-                break
-            candidate = actions[:index] + actions[index + 1:]
-            if not candidate or problems_with(candidate, session.target):
-                continue
-            found = session.play(candidate).failure
-            if found and found.check and wanted in {f.property for f in found.check.findings}:
-                actions, best, progress = candidate, found, True
+        size = len(actions) // 2
+        while size >= 1:
+            for start in range(len(actions) - size, -1, -size):  # last run first
+                candidate = actions[:start] + actions[start + size:]
+                if attempt(candidate):
+                    actions, progress = candidate, True
+            size = min(size // 2, len(actions) // 2) if size > 1 else 0
     return best

@@ -35,8 +35,10 @@ from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
 
 __all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late", "keyless_alone"]
 
-#: How long a slowed request runs: long enough to outlive the few steps that follow it.
-SLOW_MS = 1500
+#: How long a slowed request runs: long enough to outlive the few steps that follow it (a
+#: step takes tens of milliseconds), short enough that waiting for it as the story ends does
+#: not dominate an example.
+SLOW_MS = 700
 #: For how many steps the planner takes a slowed request to be still running.
 RUNNING_STEPS = 3
 #: A stand-in key prefix: the planner asks the key rules about keys shaped like the real ones.

@@ -81,7 +81,7 @@ def replay(story: Story, config: ReplayConfig,
              else story_of(world.steps, None, target=config.target, found=found))
     story_path = save_story(again, config.report_dir)
     outcome = outcome_of(session.best, undecided=session.undecided, seconds=seconds,
-                         story_path=story_path, name=REPLAY)
+                         story_path=story_path, kept=session.kept, name=REPLAY)
     reproduced = story.property is not None and story.property in again.properties
     result = RunResult(config.target, (outcome,), story.seed, started_at, config.report_dir,
                        config.retry_horizon, seconds, True,

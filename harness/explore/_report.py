@@ -7,11 +7,13 @@ and its findings, or nothing at all when no story failed.  Each finding's reprod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from harness._checker import PROPERTIES, CheckResult, PropertyResult
 from harness._findings import Verdict
+from harness._history import Event
 from harness._outcomes import ScenarioOutcome
 from harness.explore._failure import Failure
 from harness.explore._scenario import EXPLORER
@@ -35,14 +37,17 @@ def _with_replay(check: CheckResult, line: str) -> CheckResult:
 
 
 def outcome_of(failure: Failure | None, *, undecided: list[str], seconds: float,
-               story_path: Path | None, name: str = EXPLORER.name) -> ScenarioOutcome:
-    """The scenario outcome for a failing story, or for a run in which none failed."""
+               story_path: Path | None, kept: Sequence[Event] = (),
+               name: str = EXPLORER.name) -> ScenarioOutcome:
+    """The scenario outcome for a failing story, or for a run in which none failed: then
+    ``kept``, every example's history, is its history, so the report shows what was sent."""
     properties = tuple(PROPERTIES.ids())
     if failure is None:
         verdict: Verdict = "unknown" if undecided else "pass"
         reason = ("the checker could not decide: " + "; ".join(sorted(set(undecided))[:3])
                   if undecided else None)
-        return ScenarioOutcome(name, verdict, properties, reason=reason, seconds=seconds)
+        return ScenarioOutcome(name, verdict, properties, reason=reason, events=tuple(kept),
+                               seconds=seconds)
     check = _with_replay(failure.check, replay_line(story_path)) if failure.check else None
     verdict = "fail" if check and check.findings else "unknown"
     return ScenarioOutcome(name, verdict, properties, check, failure.error, failure.events,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from harness._checker import PROPERTIES, CheckResult
@@ -79,29 +80,60 @@ _BROKEN: dict[str, type[StoryFailed]] = {
 
 
 class Session:
-    """Starts each example's world on the shared deployment and keeps what the report needs."""
+    """Starts each example's world on the shared deployment and keeps what the report needs:
+    the shortest failure, the counts, and every example's history (``kept``), so a run in
+    which nothing failed still shows what it sent.
+
+    ``phase`` is ``drawing`` until the first failure, then ``shrinking`` (``minimising`` for
+    the session that drops steps); ``progress`` hears it and the example count as each example
+    starts, and ``enough``, asked at the same moment, may stop the search (it raises)."""
 
     def __init__(self, deployment: Deployment, *, retry_horizon: float,
-                 listener: Callable[[Event], None] | None = None) -> None:
+                 listener: Callable[[Event], None] | None = None,
+                 progress: Callable[[str, int], None] | None = None,
+                 phase: str = "drawing") -> None:
         self.deployment = deployment
         self.listener = listener  # sees every event of every example (progress)
+        self.progress = progress
+        self.enough: Callable[[Session], None] | None = None
+        self.phase = phase
         self.target = deployment.target
         self.retry_horizon = retry_horizon
         self.started = time.monotonic()
         self.examples = 0
+        self.steps = 0  # drawn steps performed, over every example
+        self.improved_at = 0  # the example that last made the shortest story shorter
         self.first_failure: tuple[int, float] | None = None
         self.best: Failure | None = None
         self.undecided: list[str] = []
+        self.kept: list[Event] = []
         self._failures = 0
+        self._began = 0.0
+        self._next_op = 0
 
     def begin(self) -> World:
         """A fresh world for the next example (fresh keys, fresh tenants, empty history)."""
+        if self.enough is not None:
+            self.enough(self)
         self.examples += 1
+        if self.progress is not None:
+            self.progress(self.phase, self.examples)
         self.deployment.restart_dead_instances()  # a crash may have left one down
+        self._began = time.monotonic() - self.started
         world = World(self.deployment, retry_horizon=self.retry_horizon)
         if self.listener is not None:
             world.history.subscribe(self.listener)
         return world
+
+    def _keep(self, world: World) -> None:
+        """Append the example's history to ``kept``, numbered on from the examples before it
+        and timed from the session's start, so all of them read as one history."""
+        index, op = len(self.kept), self._next_op
+        events = world.history.events()
+        self.kept += [replace(e, index=index + e.index, op=op + e.op, time=self._began + e.time)
+                      for e in events]
+        self._next_op += max((e.op for e in events), default=-1) + 1
+        self.steps += sum(1 for s in world.steps if not s.settle)
 
     def play(self, actions: Sequence[Action]) -> World:
         """Run a fixed story (a replay, a shorter candidate) exactly as an example runs."""
@@ -144,6 +176,7 @@ class Session:
                 self._settle_and_judge(world)
         finally:
             world.close()
+            self._keep(world)
         failure = world.failure
         if failure is not None:
             findings = failure.check.findings if failure.check else []
@@ -171,8 +204,11 @@ class Session:
         self._failures += 1
         if self.first_failure is None:
             self.first_failure = (self.examples, time.monotonic() - self.started)
+            self.phase = "shrinking"
         failure = Failure(tuple(world.steps), tuple(events) or world.history.events(), result,
                           properties, broke_at, error, self._failures)
         world.failure = failure
+        if self.best is None or failure.operations < self.best.operations:
+            self.improved_at = self.examples
         if self.best is None or failure.rank < self.best.rank:
             self.best = failure

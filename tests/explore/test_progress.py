@@ -1,0 +1,134 @@
+"""The explorer's time to a verdict and what it shows while it works (issue 17 part 1, issue 14
+items 11 and 15): shrinking stops once the story is as short as its property allows, the live
+line names the phase and the example count, and a run in which nothing failed keeps the history
+of every example it ran."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+from rich.console import Console
+
+from harness._checker import CheckResult
+from harness._findings import Finding
+from harness._outcomes import Progress, RunEvent, ScenarioFinished, ScenarioStarted
+from harness._reference import reference_target
+from harness._toxiproxy import ToxiproxyServer
+from harness.explore import ExploreConfig, ReplayConfig, explore, replay
+from harness.explore._actions import NewRequest, Retry
+from harness.explore._failure import Failure
+from harness.explore._keys import KeyPlan
+from harness.explore._minimise import STALL_ATTEMPTS, enough
+from harness.explore._report import outcome_of
+from harness.explore._session import Session
+from harness.explore._steps import StepRecord
+from harness.reports import ConsoleReport, ReportDirectory
+from tests.explore.test_explorer import BODY, hand_written
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+
+    def handle(self, event: RunEvent) -> None:
+        self.events.append(event)
+
+
+def test_the_phases_and_the_example_count_are_told_as_the_explorer_goes(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    heard = Recorder()
+    done = explore(ExploreConfig(target=reference_target(store=None, flaw="key-only"),
+                                 max_examples=30, seed=1, report_dir=tmp_path,
+                                 toxiproxy=toxiproxy_server), [heard])
+    story = done.story
+    assert story is not None and story.operations == 1, story
+    progress = [e for e in heard.events if isinstance(e, Progress)]
+    order = ["drawing", "shrinking", "minimising"]
+    phases = [p.phase for p in progress]
+    assert phases[:story.examples] == ["drawing"] * story.examples
+    assert phases == sorted(phases, key=order.index) and set(phases) <= set(order)
+    runs = done.result.extra["explore"]["runs"]  # type: ignore[index]
+    assert [p.examples for p in progress] == list(range(1, runs + 1))
+
+
+def _session(*, operations: int, prop: str, examples: int, improved_at: int,
+             found_after: float, started: float) -> Session:
+    finding = Finding(property=prop, key="k", message="m", events=(0,))
+    check = CheckResult({}, [finding], [])
+    steps = tuple(StepRecord(n, "request", "", None) for n in range(1, operations + 1))
+    best = Failure(steps, (), check, (prop,), None, None, 1)
+    return cast(Session, SimpleNamespace(best=best, first_failure=(1, found_after),
+                                         started=started, examples=examples,
+                                         improved_at=improved_at))
+
+
+def test_shrinking_stops_when_minimal_stalled_or_as_long_again_as_finding_took() -> None:
+    now = time.monotonic()
+    assert enough(_session(operations=1, prop="P1", examples=3, improved_at=3, found_after=1,
+                           started=now), limit=60) == "minimal"
+    assert enough(_session(operations=2, prop="P4", examples=3, improved_at=3, found_after=1,
+                           started=now), limit=60) == "minimal"
+    assert enough(_session(operations=2, prop="P1", examples=3, improved_at=3, found_after=1,
+                           started=now), limit=60) is None
+    assert enough(_session(operations=3, prop="P1", examples=3 + STALL_ATTEMPTS, improved_at=3,
+                           found_after=1, started=now), limit=60) == "stalled"
+    # Found after 10 s, 30 s ago: the shrinking time (10 s + the slack) is over.
+    assert enough(_session(operations=3, prop="P1", examples=4, improved_at=3, found_after=10,
+                           started=now - 30), limit=60) == "time"
+    assert enough(_session(operations=3, prop="P1", examples=4, improved_at=3, found_after=10,
+                           started=now - 12), limit=60) is None
+    assert enough(_session(operations=3, prop="P1", examples=4, improved_at=3, found_after=10,
+                           started=now - 12), limit=1) == "time"
+
+
+def test_the_live_line_shows_the_phase_and_the_example_count() -> None:
+    out = io.StringIO()
+    console = ConsoleReport(Console(file=out, force_terminal=True, width=120))
+    console.handle(ScenarioStarted("explore", 0, 1))
+    console.handle(Progress("explore", "shrinking", 12))
+    outcome = outcome_of(None, undecided=[], seconds=1.0, story_path=None)
+    console.handle(ScenarioFinished(outcome, None))  # type: ignore[arg-type]
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert "explore · shrinking · example 12 · 0 requests" in plain
+
+
+def test_a_passing_explore_keeps_every_example_and_check_agrees(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    done = explore(ExploreConfig(target=reference_target(store=None, flaw=None),
+                                 max_examples=4, seed=3, report_dir=tmp_path,
+                                 toxiproxy=toxiproxy_server), [ReportDirectory(tmp_path)])
+    assert done.story is None
+    results = json.loads((tmp_path / "results.json").read_text())
+    numbers = results["extra"]["explore"]
+    scenario = results["scenarios"][0]
+    assert numbers["examples"] == 4 and numbers["steps"] >= 4
+    assert scenario["requests"] == numbers["requests"] > 0
+    history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert len(history) == scenario["events"] > 0
+    assert [e["index"] for e in history] == list(range(len(history)))
+    times = [e["time"] for e in history]
+    assert times == sorted(times)  # one timeline across the examples
+    assert "requests" in (tmp_path / "index.html").read_text()
+    judged = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+
+
+def test_a_passing_replay_keeps_its_history(toxiproxy_server: ToxiproxyServer,
+                                            tmp_path: Path) -> None:
+    key = KeyPlan(name="k1", shape="plain")
+    story = hand_written(NewRequest(id="o1", tenant="a", key=key, body=BODY), Retry(id="o1"))
+    done = replay(story, ReplayConfig(target=reference_target(store=None, flaw=None),
+                                      report_dir=tmp_path, toxiproxy=toxiproxy_server),
+                  [ReportDirectory(tmp_path)])
+    assert done.result.verdict == "pass"
+    scenario = json.loads((tmp_path / "results.json").read_text())["scenarios"][0]
+    assert scenario["requests"] >= 2 and scenario["events"] > 0
