@@ -251,6 +251,14 @@ def _where(doc: Any, draft: Draft) -> None:
                                       "(crash scenarios): only if its keys survive a restart")
     _put(start, "shared_state", False, "FILL IN: true when several processes share one store")
     doc.add("start", start)
+    doc.add(tomlkit.nl())
+    clock = tomlkit.table()
+    for line in ("The harness moves the service's clock from outside (libfaketime), so retention,",
+                 "expiry and lease scenarios apply.  A statically linked binary (Go) ignores it:",
+                 "the harness sees that and calls those scenarios n/a; or remove [clock]."):
+        clock.add(tomlkit.comment(line))
+    _put(clock, "kind", "faketime")
+    doc.add("clock", clock)
 
 
 def _operation_table(operation: OperationDraft, *, several: bool) -> Table:
