@@ -71,6 +71,9 @@ class Scenario:
     plan: tuple[str, ...]
     run: Callable[[ScenarioContext], None]
     needs: frozenset[str] = field(default_factory=frozenset)
+    #: Capabilities it uses when the target offers them, without needing them: with ``needs``
+    #: they say whether it changes the target for scenarios running beside it (``_parallel``).
+    uses: frozenset[str] = field(default_factory=frozenset)
     applies: Callable[[Target], str | None] = field(default=lambda target: None)
 
     def not_applicable(self, target: Target, *,

@@ -61,4 +61,5 @@ SCENARIO = Scenario(
         "check: one charge per key; every success names it; the others got 409 or the replay",
     ),
     run=run,
+    uses=frozenset({"instances"}),
 )

@@ -95,4 +95,5 @@ SCENARIO = Scenario(
         "promised) or the replay; one charge per key",
     ),
     run=run,
+    uses=frozenset({"clock", "store-size"}),
 )
