@@ -39,6 +39,11 @@ app.get('/health', (req, res) => {
   res.status(adapter.isReady ? 200 : 503).json({ redis: adapter.isReady });
 });
 
+// The harness's store-size hook: the keys Redis still holds (KEYS skips those past their TTL).
+app.get('/test/keys', async (req, res) => {
+  res.json({ rows: (await redis.keys('*')).length });
+});
+
 app.post('/charges', async (req, res) => {
   const service = idempotency.getSharedIdempotencyService();
   if (service.isHit(req)) {

@@ -18,6 +18,7 @@ import time
 import urllib.request
 from typing import Any
 
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 MAX_DELAY_MS = 60_000
@@ -27,6 +28,12 @@ _CURRENCY = re.compile(r"[A-Za-z]{3}")
 
 def health(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"ok": True})
+
+
+def stored_keys(request: HttpRequest) -> HttpResponse:
+    """The harness's store-size hook: the responses the cache still holds (django-redis lists
+    them with KEYS, which skips those past their TTL; the lock's key has no cache prefix)."""
+    return JsonResponse({"rows": len(cache.keys("*"))})
 
 
 def charges(request: HttpRequest) -> HttpResponse:
