@@ -12,6 +12,12 @@ intervals on it, and a monotonic clock that jumped a day would fire every timer 
 a jump back, none).  A TTL or a retention is a wall-clock deadline, and that is what moves.
 File times stay what the kernel wrote.
 
+A jump waits ``SETTLE`` seconds first.  Some libraries store a response after sending it (fire
+and forget: express-idempotency writes its record, with a fresh TTL, once ``res.send`` has run);
+a jump made the moment the answer arrives would stamp that write on the new clock and restart its
+TTL there, so a 24 h retention would measure as 48 h.  A real client retrying a day later never
+races that write; the pause lets it land on the clock it ran on.
+
 libfaketime 0.9.10 hangs a program linked with jemalloc at its start (Debian's redis-server);
 ``harness/_clock_shim.c``, preloaded first, gets it past that (its header says how).
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -40,6 +47,8 @@ _LIBRARY_GLOBS = (
     "/usr/local/lib/faketime/libfaketime.so.1",
 )
 SHIM_NAME = "libidem-clock-shim.so"
+#: Seconds a jump waits for the target's writes after its last answer (module docstring).
+SETTLE = 0.2
 _INSTALL = ("run scripts/ensure-faketime (make setup does), which installs Debian's faketime "
             "and libfaketime packages when absent and builds the preload shim")
 _SHM = Path("/dev/shm")
@@ -99,6 +108,7 @@ class FaketimeClock:
         }
 
     def advance(self, seconds: float) -> None:
+        time.sleep(SETTLE)
         self.offset += seconds
         self._write()
 
