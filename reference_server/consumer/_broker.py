@@ -21,7 +21,7 @@ from typing import Any
 
 import aio_pika
 import aiormq
-from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 
 from reference_server.consumer._events import EventLog
 from reference_server.consumer._messages import Delivery
@@ -101,6 +101,7 @@ class QueueConsumer:
         self._handler = handler
         self._events = events
         self._connection: AbstractRobustConnection | None = None
+        self._consuming: tuple[AbstractQueue, str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -139,7 +140,7 @@ class QueueConsumer:
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": settings.dead_letters,
             })
-            await queue.consume(self._on_message)
+            self._consuming = (queue, await queue.consume(self._on_message))
         except _GONE as exc:
             await self.close()
             raise BrokerUnreachable(f"declaring the queues failed: {exc}") from exc
@@ -166,6 +167,11 @@ class QueueConsumer:
     async def close(self, *, grace: float = 2.0) -> None:
         """Let running handlers finish for ``grace`` seconds, then drop them (their messages go
         back to the queue when the connection closes) and close."""
+        if self._consuming is not None:  # no new deliveries while the running ones finish
+            queue, tag = self._consuming
+            self._consuming = None
+            with contextlib.suppress(*_GONE):
+                await asyncio.wait_for(queue.cancel(tag), grace)
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
         for task in list(self._tasks):

@@ -1,7 +1,10 @@
-"""Fixtures for the reference consumer suite: fresh stores and consumer processes per test.
+"""Fixtures for the reference consumer suite: one correct consumer shared by the session, and
+fresh stores and consumer processes per test for the rest.
 
 The broker is the session's one ``rabbitmq_server``; each test uses queues and keys of its own
-(``support.unique``), so tests share the broker without seeing each other's messages.
+(``support.unique``), so tests share the broker without seeing each other's messages.  The shared
+correct consumer serves every test that needs no options of its own (tests use fresh keys on its
+queue, and only move its clock forward, which never touches a key still in progress).
 """
 
 from __future__ import annotations
@@ -59,3 +62,19 @@ def consumers(request: pytest.FixtureRequest, rabbitmq_server: RabbitServer,
 @pytest.fixture
 def queue() -> str:
     return unique("charges")
+
+
+#: The shared correct consumer's options: everything a test may ask of it.
+SHARED_OPTIONS = ("--test-faults", "--test-clock", "--max-attempts", "3", "--prefetch", "4")
+
+
+@pytest.fixture(scope="session")
+def correct(rabbitmq_server: RabbitServer,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsumerProcess]:
+    directory = tmp_path_factory.mktemp("correct-consumer")
+    consumer = ConsumerProcess(rabbitmq_server.url, unique("shared"),
+                               store=f"sqlite:///{directory / 'store.sqlite3'}",
+                               log_dir=directory, options=SHARED_OPTIONS)
+    consumer.start()
+    yield consumer
+    consumer.stop()

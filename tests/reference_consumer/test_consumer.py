@@ -5,40 +5,82 @@ from __future__ import annotations
 
 import pytest
 
+from harness._rabbitmq import RabbitServer
 from harness._toxiproxy import ToxiproxyServer
 from tests.reference_consumer.conftest import Consumers
-from tests.reference_consumer.support import is_, publish, queue_depth, unique, until
+from tests.reference_consumer.support import (
+    ConsumerProcess,
+    is_,
+    publish,
+    queue_depth,
+    unique,
+    until,
+)
 
 
 def test_a_charge_is_processed_once_and_acked_after_its_commit(
-    consumers: Consumers, queue: str,
+    correct: ConsumerProcess, rabbitmq_server: RabbitServer,
 ) -> None:
-    consumer = consumers.start(queue, store=consumers.sqlite())
     key = unique("k")
-    publish(consumers.broker.url, queue, [{"key": key}])
-    consumer.wait_for("the ack", is_("ack", key, outcome="done"))
-    order = [e["type"] for e in consumer.events()[0] if e.get("key") == key]
+    publish(rabbitmq_server.url, correct.queue, [{"key": key}])
+    correct.wait_for("the ack", is_("ack", key, outcome="done"))
+    order = [e["type"] for e in correct.events()[0] if e.get("key") == key]
     assert order == ["deliver", "claim", "commit", "ack"]
-    assert consumer.effects(key) == 1
-    assert consumer.admin("GET", "/keys")["rows"] == 1
+    assert correct.effects(key) == 1
 
 
-def test_without_the_header_the_message_id_is_the_key(consumers: Consumers, queue: str) -> None:
-    consumer = consumers.start(queue, store=consumers.sqlite())
+def test_without_the_header_the_message_id_is_the_key(
+    correct: ConsumerProcess, rabbitmq_server: RabbitServer,
+) -> None:
     message_id = unique("m")
-    publish(consumers.broker.url, queue, [{"message_id": message_id}] * 2)
-    consumer.wait_for("the second copy's ack", is_("ack", message_id, outcome="duplicate"))
-    assert consumer.effects(message_id) == 1
+    publish(rabbitmq_server.url, correct.queue, [{"message_id": message_id}] * 2)
+    correct.wait_for("the second copy's ack", is_("ack", message_id, outcome="duplicate"))
+    assert correct.effects(message_id) == 1
 
 
-def test_a_republished_message_is_acked_without_work(consumers: Consumers, queue: str) -> None:
+def test_a_republished_message_is_acked_without_work(
+    correct: ConsumerProcess, rabbitmq_server: RabbitServer,
+) -> None:
     """A producer's republish after a lost confirm: the same key under a new message id."""
-    consumer = consumers.start(queue, store=consumers.sqlite())
     key = unique("k")
-    publish(consumers.broker.url, queue, [{"key": key}, {"key": key}])
-    consumer.wait_for("the copy's ack", is_("ack", key, outcome="duplicate"))
-    assert consumer.count(is_("commit", key)) == 1
-    assert consumer.effects(key) == 1
+    publish(rabbitmq_server.url, correct.queue, [{"key": key}, {"key": key}])
+    correct.wait_for("the copy's ack", is_("ack", key, outcome="duplicate"))
+    assert correct.count(is_("commit", key)) == 1
+    assert correct.effects(key) == 1
+
+
+def test_poison_is_dead_lettered_at_once_and_failing_work_after_max_attempts(
+    correct: ConsumerProcess, rabbitmq_server: RabbitServer,
+) -> None:
+    bad, failing = unique("bad"), unique("fails")
+    dead_before = queue_depth(rabbitmq_server.url, f"{correct.queue}.dead")
+    publish(rabbitmq_server.url, correct.queue, [
+        {"key": bad, "body": {"amount": -5, "currency": "EUR"}},
+        {"key": failing, "headers": {"X-Test-Fault": "handler-error"}},
+    ])
+    correct.wait_for("the poison's dead-lettering", is_("dead-letter", bad))
+    correct.wait_for("the failing job's dead-lettering", is_("dead-letter", failing))
+    assert correct.count(is_("deliver", bad)) == 1
+    assert correct.count(is_("deliver", failing)) == 3  # --max-attempts 3
+    assert correct.effects(bad) == correct.effects(failing) == 0
+    assert queue_depth(rabbitmq_server.url, f"{correct.queue}.dead") == dead_before + 2
+
+
+def test_prefetch_runs_several_jobs_at_once(
+    correct: ConsumerProcess, rabbitmq_server: RabbitServer,
+) -> None:
+    keys = [unique("k") for _ in range(8)]
+    slow = {"X-Test-Pause": "before-work:200"}
+    publish(rabbitmq_server.url, correct.queue, [{"key": key, "headers": slow} for key in keys])
+    until("every job acked", lambda: correct.count(
+        lambda e: e["type"] == "ack" and e.get("key") in keys) == 8)
+    running = most = 0
+    for event in correct.events()[0]:
+        if event.get("key") in keys:
+            running += {"claim": 1, "commit": -1}.get(event["type"], 0)
+            most = max(most, running)
+    assert most > 1
+    assert [correct.effects(key) for key in keys] == [1] * 8
 
 
 def test_a_lost_ack_means_a_redelivery_acked_without_work(
@@ -59,6 +101,7 @@ def test_a_lost_ack_means_a_redelivery_acked_without_work(
             consumer.wait_for("the lost ack", is_("ack-lost", key))
         consumer.wait_for("the redelivery's ack", is_("ack", key, outcome="duplicate"))
         assert consumer.count(is_("deliver", key, redelivered=True)) == 1
+        assert consumer.count(is_("reconnected")) >= 1
         assert consumer.effects(key) == 1
     finally:
         proxy.delete()
@@ -83,25 +126,8 @@ def test_a_consumer_killed_after_its_claim_is_taken_over_after_the_lease(
     second.admin("POST", "/clock/advance", json={"seconds": 31})
     second.wait_for("the job's ack", is_("ack", key, outcome="done"))
     assert second.count(is_("claim", key)) == 1
+    assert second.count(is_("nack", key)) == 0
     assert second.effects(key) == 1
-
-
-def test_poison_is_dead_lettered_at_once_and_failing_work_after_max_attempts(
-    consumers: Consumers, queue: str,
-) -> None:
-    consumer = consumers.start(queue, ["--test-faults", "--max-attempts", "3"],
-                               store=consumers.sqlite())
-    bad, failing = unique("bad"), unique("fails")
-    publish(consumers.broker.url, queue, [
-        {"key": bad, "body": {"amount": -5, "currency": "EUR"}},
-        {"key": failing, "headers": {"X-Test-Fault": "handler-error"}},
-    ])
-    consumer.wait_for("the poison's dead-lettering", is_("dead-letter", bad))
-    consumer.wait_for("the failing job's dead-lettering", is_("dead-letter", failing))
-    assert consumer.count(is_("deliver", bad)) == 1
-    assert consumer.count(is_("deliver", failing)) == 3
-    assert consumer.effects(bad) == consumer.effects(failing) == 0
-    assert queue_depth(consumers.broker.url, f"{queue}.dead") == 2
 
 
 def test_finished_keys_are_kept_for_the_retention_then_cleaned_up(
@@ -119,21 +145,6 @@ def test_finished_keys_are_kept_for_the_retention_then_cleaned_up(
     consumer.admin("POST", "/clock/advance", json={"seconds": 601})  # past the window
     assert consumer.admin("GET", "/keys")["rows"] == 0
     assert consumer.effects(key) == 1
-
-
-def test_prefetch_runs_several_jobs_at_once(consumers: Consumers, queue: str) -> None:
-    consumer = consumers.start(queue, ["--prefetch", "4", "--work-delay-ms", "200"],
-                               store=consumers.sqlite())
-    keys = [unique("k") for _ in range(8)]
-    publish(consumers.broker.url, queue, [{"key": key} for key in keys])
-    for key in keys:
-        consumer.wait_for(f"the ack of {key}", is_("ack", key))
-    running = most = 0
-    for event in consumer.events()[0]:
-        running += {"claim": 1, "commit": -1}.get(event["type"], 0)
-        most = max(most, running)
-    assert most > 1
-    assert [consumer.effects(key) for key in keys] == [1] * 8
 
 
 @pytest.mark.parametrize("flaw", [None, "check-then-insert"])

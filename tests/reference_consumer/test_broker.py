@@ -1,0 +1,77 @@
+"""The broker service: found or started like PostgreSQL, several throwaway nodes at once, and
+nothing left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import aio_pika
+import aiormq
+import psutil
+import pytest
+
+from harness._errors import ServiceUnavailable
+from harness._network import free_port
+from harness._rabbitmq import RabbitServer, amqp_answers, start_rabbitmq
+from tests.reference_consumer.support import publish, queue_depth, unique
+
+
+def _declare(url: str, queue: str) -> None:
+    async def declare() -> None:
+        connection = await aio_pika.connect(url)
+        channel = await connection.channel()
+        await channel.declare_queue(queue, durable=True, arguments={"x-queue-type": "quorum"})
+        await connection.close()
+
+    asyncio.run(declare())
+
+
+def _listening_ports() -> set[int]:
+    return {c.laddr[1] for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr}
+
+
+def test_a_second_node_runs_beside_the_first_and_leaves_nothing_behind(
+    rabbitmq_server: RabbitServer,
+) -> None:
+    if os.environ.get("IDEM_AMQP_URL"):
+        pytest.skip("IDEM_AMQP_URL names one broker: no throwaway nodes to compare")
+    second = start_rabbitmq()
+    try:
+        assert second.port != rabbitmq_server.port
+        queue = unique("two-nodes")
+        _declare(second.url, queue)
+        publish(second.url, queue, [{"key": "k"}])
+        assert queue_depth(second.url, queue) == 1
+        with pytest.raises(aiormq.exceptions.ChannelNotFoundEntity):
+            queue_depth(rabbitmq_server.url, queue)  # the nodes share nothing
+        node = second._stopper
+        assert node is not None
+        ports = {node.amqp_port, node.dist_port, node.epmd_port}
+        assert ports <= _listening_ports()
+        root = node.root
+    finally:
+        second.stop()
+    assert not ports & _listening_ports()
+    assert not root.exists()
+    assert amqp_answers(rabbitmq_server.url, timeout=5) is None  # the first one is untouched
+
+
+def test_a_given_url_is_used_and_never_stopped(
+    rabbitmq_server: RabbitServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("IDEM_AMQP_URL", rabbitmq_server.url)
+    given = start_rabbitmq()
+    assert given.origin == "IDEM_AMQP_URL" and given.url == rabbitmq_server.url
+    given.stop()
+    assert amqp_answers(rabbitmq_server.url, timeout=5) is None
+
+
+def test_a_given_url_that_does_not_answer_names_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("IDEM_AMQP_URL", f"amqp://guest:guest@127.0.0.1:{free_port()}/")
+    with pytest.raises(ServiceUnavailable) as caught:
+        start_rabbitmq()
+    assert "IDEM_AMQP_URL does not accept AMQP connections" in str(caught.value)
+    assert "unset IDEM_AMQP_URL" in caught.value.fix
