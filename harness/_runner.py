@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
+from harness._parallel import run_at_once
 from harness._paths import state_dir
 from harness._reproduce import curl_for
 from harness._scenario import Scenario, ScenarioContext
@@ -51,6 +53,11 @@ class RunConfig:
     retry_horizon: float = DEFAULT_RETRY_HORIZON
     instances: int = 1
     toxiproxy: ToxiproxyServer | None = None  # shared with other runs; started when None
+    #: Scenarios at once (``_parallel``); 1 plays them one after another.
+    jobs: int = 1
+    #: A target with a store of its own, for a scenario that needs the whole target to run on
+    #: beside the others; None: such scenarios run alone after the others.
+    own_target: Callable[[str], Target] | None = None
 
 
 def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
@@ -59,9 +66,12 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
 
+    emitting = threading.RLock()  # scenarios run at once: handlers hear one event at a time
+
     def emit(event: RunEvent) -> None:
-        for handler in handlers:
-            handler.handle(event)
+        with emitting:
+            for handler in handlers:
+                handler.handle(event)
 
     planned = tuple(s.name for s in config.scenarios)
 
@@ -87,12 +97,27 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
             # reason alone, as a bad target file does.
             emit(RunStarted(config.target, planned, seed, config.report_dir))
             began = True
-            for position, scenario in enumerate(config.scenarios):
-                emit(ScenarioStarted(scenario.name, position, len(config.scenarios)))
-                outcome = _run_one(scenario, deployment,
-                                   random.Random(f"{seed}:{scenario.name}"), config, emit)
-                outcomes.append(outcome)
-                emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
+            if config.jobs > 1 and type(deployment) is Deployment:  # not a consumer's
+                order = {name: n for n, name in enumerate(planned)}
+
+                def finished(position: int, outcome: ScenarioOutcome) -> None:
+                    outcomes.append(outcome)
+                    outcomes.sort(key=lambda o: order[o.name])  # reports follow the plan
+                    emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
+
+                run_at_once(config.scenarios, deployment, jobs=config.jobs, seed=seed,
+                            toxiproxy=toxiproxy, workdir=workdir, own_target=config.own_target,
+                            allow_remote=config.allow_remote,
+                            run_one=lambda s, d, rng: _run_one(s, d, rng, config, emit),
+                            started=lambda n: emit(ScenarioStarted(planned[n], n, len(planned))),
+                            finished=finished)
+            else:
+                for position, scenario in enumerate(config.scenarios):
+                    emit(ScenarioStarted(scenario.name, position, len(config.scenarios)))
+                    outcome = _run_one(scenario, deployment,
+                                       random.Random(f"{seed}:{scenario.name}"), config, emit)
+                    outcomes.append(outcome)
+                    emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
     except Interrupted as stop:  # the children are stopped; say what finished, as incomplete
         final = result(outcomes, complete=False, stopped_by=stop.signal_name)
         emit(RunFinished(final))

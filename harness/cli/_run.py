@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -13,14 +15,15 @@ from harness._checker import CheckResult
 from harness._errors import UsageError
 from harness._findings import Finding, merge_verdicts
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
-from harness._postgres import start_postgres
+from harness._parallel import default_jobs
+from harness._postgres import PostgresServer, start_postgres
 from harness._reference import reference_target
 from harness._runner import RunConfig, judge, run_scenarios
 from harness._target import Target, load_target
 from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, translate_errors
 from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
 
-__all__ = ["check", "run", "target_options"]
+__all__ = ["check", "jobs_option", "own_target", "run", "target_options"]
 
 
 def choose_target(target_file: str | None, reference: bool, store: str | None,
@@ -33,6 +36,33 @@ def choose_target(target_file: str | None, reference: bool, store: str | None,
         return reference_target(store=store, flaw=flaw)
     assert target_file is not None
     return load_target(target_file)
+
+
+def jobs_option(command: F) -> F:
+    """``--jobs``: scenarios at once (``harness._parallel``)."""
+    return click.option(
+        "--jobs", type=click.IntRange(1, 16), default=None, metavar="N",
+        help="scenarios at once, each through proxies of its own; those that need the whole "
+             "target run on an instance of their own (the reference server) or alone  "
+             f"[default: twice the cores, at most 8: {default_jobs()} here]")(command)
+
+
+def own_target(target: Target, *, reference: bool, store: str | None, flaw: str | None,
+               postgres: PostgresServer | None) -> Callable[[str], Target] | None:
+    """How to give a scenario that needs the whole target an instance with a store of its
+    own: the reference server on SQLite keeps its store in the deployment's own directory; on
+    ``--postgres``, a fresh database each.  Any other target (or a --store given by hand) has
+    one store the harness cannot copy: such scenarios run alone."""
+    if not reference or (store is not None and postgres is None):
+        return None
+    if postgres is None:
+        return lambda scenario: target
+
+    def fresh(scenario: str) -> Target:
+        name = f"idem_{uuid.uuid4().hex[:8]}_{scenario}".replace("-", "_")[:63]
+        return reference_target(store=postgres.create_database(name), flaw=flaw)
+
+    return fresh
 
 
 def target_options(command: F) -> F:
@@ -66,10 +96,12 @@ def target_options(command: F) -> F:
               help="with --reference: the server on a fresh PostgreSQL database (IDEM_PG_DSN "
                    "or a throwaway cluster), reached through a proxy, so store-outage applies")
 @click.option("--quiet", is_flag=True, help="print only the summary")
+@jobs_option
 @translate_errors
 def run(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
         allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
-        seed: int | None, retry_horizon: float, postgres: bool, quiet: bool) -> None:
+        seed: int | None, retry_horizon: float, postgres: bool, quiet: bool,
+        jobs: int | None) -> None:
     """Run scenarios against a target and judge the history (exit 0 pass, 1 findings, 2 error)."""
     from scenarios import CATALOG, get_scenario
 
@@ -79,12 +111,16 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
     chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
     choose_target(target_file, reference, store, flaw)  # usage errors before PostgreSQL starts
     with ExitStack() as stack:
-        if postgres:
-            store = stack.enter_context(start_postgres()).create_database("idem_run")
+        server = stack.enter_context(start_postgres()) if postgres else None
+        if server is not None:
+            store = server.create_database("idem_run")
         target = choose_target(target_file, reference, store, flaw)
         report_dir = report_dir or default_report_dir()
         config = RunConfig(target=target, scenarios=chosen, report_dir=report_dir, seed=seed,
-                           allow_remote=allow_remote, retry_horizon=retry_horizon)
+                           allow_remote=allow_remote, retry_horizon=retry_horizon,
+                           jobs=jobs or default_jobs(),
+                           own_target=own_target(target, reference=reference, store=store,
+                                                 flaw=flaw, postgres=server))
         result = run_scenarios(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     sys.exit(result.exit_code)
 

@@ -76,6 +76,7 @@ class ConsoleReport:
         self._position = ""
         self._phase = ""
         self._examples = 0
+        self._running: dict[str, str] = {}  # scenarios run at once: name -> "[n/N]"
 
     def handle(self, event: RunEvent) -> None:
         if isinstance(event, RunStarted):
@@ -90,7 +91,8 @@ class ConsoleReport:
             self._started = time.monotonic()
             self._done, self._total = event.position, event.total
             self._position = f"[{event.position + 1}/{event.total}]"
-            if not self.quiet and self.console.is_terminal:
+            self._running[event.name] = self._position
+            if not self.quiet and self.console.is_terminal and self._live is None:
                 self._live = Live(console=self.console, transient=True, refresh_per_second=4,
                                   get_renderable=self._status)
                 self._live.start()
@@ -99,9 +101,11 @@ class ConsoleReport:
         elif isinstance(event, Progress):
             self._phase, self._examples = event.phase, event.examples
         elif isinstance(event, ScenarioFinished):
-            self._stop_live()
+            position = self._running.pop(event.outcome.name, self._position)
+            if not self._running:
+                self._stop_live()
             if not self.quiet:
-                self._line(event.outcome)
+                self._line(event.outcome, position)
         elif isinstance(event, RunFinished):
             self._summary(event.result)
 
@@ -151,8 +155,8 @@ class ConsoleReport:
             self._live.stop()
             self._live = None
 
-    def _line(self, outcome: ScenarioOutcome) -> None:
-        line = Text(f"{self._position} {outcome.name} ")
+    def _line(self, outcome: ScenarioOutcome, position: str) -> None:
+        line = Text(f"{position} {outcome.name} ")
         line.append_text(_verdict(outcome.verdict))
         if outcome.reason:
             line.append(f"  ({outcome.reason})", style="dim")  # Text: no markup parsing

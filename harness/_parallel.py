@@ -1,0 +1,166 @@
+"""Scenarios at once: independent scenarios share the target, each through proxies of its own;
+scenarios that need the whole target run on an instance of their own, or alone.
+
+Most scenarios only send requests with keys and tenants of their own (each scenario's random
+source, and so its key prefix, depends only on the seed and its name), so several can share one
+running target as long as a network fault one of them injects meets only its own connections:
+each runs in a ``Lane``, a view of the deployment with its own Toxiproxy proxy in front of
+every instance.  A scenario that moves the clock, kills or restarts the process, faults the
+store, reads or cleans the whole key table, or starts more processes changes the target for
+everyone (``WHOLE_TARGET``): it runs on a deployment of its own when the caller can give it a
+store of its own (``own_target``), otherwise alone, after the others.  A lane refuses such
+operations (``WholeTargetNeeded``), so a scenario that does not declare what it uses
+(``Scenario.needs``, ``Scenario.uses``) gets an unknown verdict that says so, never a verdict
+bent by its neighbours.
+
+Outcomes are reported in the order of the plan, whatever order they finish in.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import suppress
+from pathlib import Path
+
+from harness._deployment import Deployment, Instance
+from harness._errors import HarnessError, ServiceError
+from harness._outcomes import ScenarioOutcome
+from harness._scenario import Scenario
+from harness._target import Target
+from harness._toxiproxy import ToxiproxyServer
+
+__all__ = ["WHOLE_TARGET", "Lane", "WholeTargetNeeded", "default_jobs", "needs_whole_target",
+           "run_at_once"]
+
+#: Capabilities whose use changes the target for every scenario running on it.
+WHOLE_TARGET = frozenset({"clock", "crash", "restart", "store-proxy", "store-size", "cleanup",
+                          "instances"})
+
+#: Runs one scenario on a deployment: the runner's own ``_run_one`` with the run's settings.
+RunOne = Callable[[Scenario, Deployment, random.Random], ScenarioOutcome]
+
+
+def default_jobs() -> int:
+    """Scenarios at once by default: twice the cores (a scenario mostly waits on the network
+    and on its target), at most 8."""
+    return max(1, min(8, 2 * (os.cpu_count() or 1)))
+
+
+def needs_whole_target(scenario: Scenario, target: Target) -> bool:
+    """Does ``scenario`` change ``target`` for everyone (what it needs, and what it uses when
+    the target offers it)?"""
+    used = scenario.needs | (scenario.uses & target.capabilities())
+    return bool(used & WHOLE_TARGET)
+
+
+class WholeTargetNeeded(HarnessError):
+    """A scenario running beside others tried to change the whole target."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"it tried to {what} while other scenarios shared the target; declare it in the "
+            "scenario's `needs` or `uses` so that it runs on a target of its own, or run with "
+            "--jobs 1")
+
+
+class Lane(Deployment):
+    """One scenario's view of a shared deployment: the same processes, oracle and hooks, a
+    Toxiproxy proxy of its own in front of each instance, and no store proxy; whatever would
+    change the target for the others is refused."""
+
+    def __init__(self, whole: Deployment, name: str) -> None:  # a view: no Deployment start
+        self.__dict__.update(whole.__dict__)
+        self.store_proxy = None
+        self.instances = []
+        try:
+            for instance in whole.instances:
+                upstream = instance.proxy.upstream
+                proxy = whole.toxiproxy.client.create_proxy(
+                    f"idem-{whole.run_id}-{name}-{instance.number}", upstream)
+                self.instances.append(
+                    Instance(instance.number, instance.direct_url, proxy, instance.process))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Delete this lane's proxies; the deployment itself belongs to the run."""
+        for instance in self.instances:
+            with suppress(ServiceError):  # Toxiproxy is going away with the run
+                instance.proxy.delete()
+        self.instances = []
+
+    def ensure_instances(self, count: int) -> None:
+        if count > len(self.instances):
+            raise WholeTargetNeeded(f"start {count} target processes")
+
+    def kill(self, number: int = 0) -> None:
+        raise WholeTargetNeeded("kill the target")
+
+    def restart(self, number: int = 0) -> None:
+        raise WholeTargetNeeded("restart the target")
+
+    def wait_for_exit(self, number: int = 0, *, timeout: float = 10.0) -> bool:
+        raise WholeTargetNeeded("crash the target")
+
+    def advance_clock(self, seconds: float) -> None:
+        raise WholeTargetNeeded("move the target's clock")
+
+    def cleanup(self) -> None:
+        raise WholeTargetNeeded("run the target's cleanup")
+
+
+def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: int,
+                seed: int, toxiproxy: ToxiproxyServer, workdir: Path,
+                own_target: Callable[[str], Target] | None, allow_remote: bool,
+                run_one: RunOne, started: Callable[[int], None],
+                finished: Callable[[int, ScenarioOutcome], None]) -> None:
+    """Run ``scenarios`` up to ``jobs`` at once; ``started`` and ``finished`` hear each one's
+    position in the plan (under one lock, so report handlers see one event at a time)."""
+    target = deployment.target
+    whole = [i for i, s in enumerate(scenarios)
+             if not s.not_applicable(target) and needs_whole_target(s, target)]
+    alone = [] if own_target is not None else whole
+    lock = threading.Lock()
+
+    def play(position: int) -> None:
+        scenario = scenarios[position]
+        rng = random.Random(f"{seed}:{scenario.name}")
+        with lock:
+            started(position)
+        if position in alone:
+            outcome = run_one(scenario, deployment, rng)
+        elif position in whole:
+            assert own_target is not None
+            with Deployment(own_target(scenario.name), toxiproxy=toxiproxy,
+                            workdir=workdir / f"alone-{scenario.name}",
+                            allow_remote=allow_remote) as own:
+                outcome = run_one(scenario, own, rng)
+        else:
+            lane = Lane(deployment, f"lane{position}")
+            try:
+                outcome = run_one(scenario, lane, rng)
+            finally:
+                lane.close()
+        with lock:
+            finished(position, outcome)
+
+    # A scenario of its own instance first: starting that instance is the longest wait.
+    order = ([i for i in whole if i not in alone]
+             + [i for i in range(len(scenarios)) if i not in whole])
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario")
+    try:
+        futures: list[Future[None]] = [pool.submit(play, i) for i in order]
+        wait(futures)
+        for future in futures:
+            future.result()  # a harness error in one scenario's set-up ends the run
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    for position in alone:  # the whole target to themselves, after the others
+        play(position)

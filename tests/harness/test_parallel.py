@@ -1,0 +1,74 @@
+"""Scenarios at once (issue 17 part 2): the same verdicts as one after another, on the correct
+reference server and on two flaws; reports in the order of the plan; a scenario that changes
+the whole target without saying so is refused in a lane, never judged beside the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness._parallel import needs_whole_target
+from harness._reference import reference_target
+from harness._runner import RunConfig, run_scenarios
+from harness._scenario import Scenario, ScenarioContext
+from harness._toxiproxy import ToxiproxyServer
+from scenarios import CATALOG
+
+#: Shared-target scenarios (network faults on their own proxies, concurrent copies) and two
+#: that need the whole target (a crash, a clock jump), on instances of their own.
+CHOSEN = ["timeout-after-commit", "concurrent-retries", "key-reuse", "crash-mid-request",
+          "late-retry"]
+
+
+def verdicts(flaw: str | None, jobs: int, toxiproxy: ToxiproxyServer,
+             report_dir: Path) -> list[tuple[str, str, tuple[str, ...]]]:
+    target = reference_target(store=None, flaw=flaw)
+    result = run_scenarios(RunConfig(
+        target=target, scenarios=[CATALOG[n] for n in CHOSEN], report_dir=report_dir, seed=7,
+        toxiproxy=toxiproxy, jobs=jobs, own_target=lambda scenario: target))
+    assert result.complete
+    return [(o.name, o.verdict, tuple(sorted({f.property for f in o.findings})))
+            for o in result.outcomes]
+
+
+@pytest.mark.parametrize("flaw", [None, "no-body-hash", "check-then-insert"])
+def test_scenarios_at_once_reach_the_verdicts_of_a_serial_run(
+        flaw: str | None, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    serial = verdicts(flaw, 1, toxiproxy_server, tmp_path / "serial")
+    at_once = verdicts(flaw, 4, toxiproxy_server, tmp_path / "at-once")
+    assert at_once == serial  # in the plan's order too
+    assert [name for name, _, _ in at_once] == CHOSEN
+    if flaw is None:
+        assert {verdict for _, verdict, _ in serial} == {"pass"}
+    else:
+        assert any(verdict == "fail" for _, verdict, _ in serial)
+
+
+def test_what_needs_the_whole_target_is_known_from_needs_and_uses() -> None:
+    target = reference_target(store=None, flaw=None)
+    whole = {name for name, s in CATALOG.items() if needs_whole_target(s, target)}
+    assert {"crash-mid-request", "zombie-original", "store-outage", "late-retry",
+            "bounded-storage", "in-flight-retry", "concurrent-retries"} <= whole
+    assert not whole & {"timeout-after-commit", "key-reuse", "missing-key", "bad-input",
+                        "tenant-collision", "distinct-keys", "handler-error"}
+
+
+def _moves_the_clock(context: ScenarioContext) -> None:
+    context.send(context.request(context.new_key()))
+    context.advance_clock(60)
+
+
+def test_a_lane_refuses_to_move_the_clock_of_a_shared_target(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    sneaky = Scenario(name="sneaky", summary="", story="", properties=("P1",), plan=(),
+                      run=_moves_the_clock)  # declares neither needs nor uses
+    result = run_scenarios(RunConfig(
+        target=reference_target(store=None, flaw=None),
+        scenarios=[sneaky, CATALOG["key-reuse"]], report_dir=tmp_path, seed=1,
+        toxiproxy=toxiproxy_server, jobs=2))
+    outcome = result.outcomes[0]
+    assert outcome.verdict == "unknown"
+    assert "move the target's clock" in (outcome.reason or "")
+    assert "declare it" in (outcome.reason or "")
+    assert result.outcomes[1].verdict == "pass"
