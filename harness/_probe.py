@@ -25,7 +25,7 @@ from harness._errors import UsageError
 from harness._history import Event
 from harness._paths import state_dir
 from harness._probe_keys import KeyRules, disagreements, probe_keys, proposed_pattern
-from harness._probe_session import VOLATILE_HEADERS, Effects, ProbeSession
+from harness._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
 from harness._target import Target
 from harness._toxiproxy import start_toxiproxy
 
@@ -61,7 +61,7 @@ class Observation:
 class ProbeReport:
     target: Target
     observations: tuple[Observation, ...]
-    effects: Effects
+    effects: ProbeEffects
     requests: int
     tenant: str | None
 
@@ -437,7 +437,7 @@ class _Observer:
                            note, observed)
 
 
-def _effect_bugs(effects: Effects) -> Iterator[Observation]:
+def _effect_bugs(effects: ProbeEffects) -> Iterator[Observation]:
     for key, (counted, expected) in effects.unexpected.items():
         what = f"key {key!r}" if key is not None else "a request without a key"
         prop = "P1" if counted > expected else "P2"

@@ -24,7 +24,7 @@ from harness._history import Event, History
 from harness._oracle import record_effects, record_total
 from harness._target import Endpoint, keyless_counting, render_template
 
-__all__ = ["VOLATILE_HEADERS", "Effects", "ProbeSession"]
+__all__ = ["VOLATILE_HEADERS", "ProbeEffects", "ProbeSession"]
 
 #: Headers that differ between any two answers, or say nothing about a replay.
 VOLATILE_HEADERS = frozenset({
@@ -53,7 +53,7 @@ class _EveryHeader(RecordingClient):
 
 
 @dataclass(frozen=True, slots=True)
-class Effects:
+class ProbeEffects:
     """What the probe caused: per key (``None``: without a key), charges counted against the
     charges expected (one for a key that got a 2xx), or why they could not be counted."""
 
@@ -77,7 +77,8 @@ class ProbeSession:
         self.client = _EveryHeader(self.target, self.history,
                                    [i.url for i in deployment.instances])
         self.rng = random.Random(seed)
-        self.run = uuid.UUID(int=self.rng.getrandbits(128)).hex[:6]
+        # Fresh whatever the seed: a service that keeps its keys must never see a key twice.
+        self.run = uuid.uuid4().hex[:6]
         self.tenant = f"probe-{self.run}" if self.target.tenant is not None else None
         self._counter = 0
         self._lock = threading.Lock()
@@ -156,7 +157,7 @@ class ProbeSession:
 
     # ---- effects -------------------------------------------------------------------------
 
-    def count_effects(self) -> Effects:
+    def count_effects(self) -> ProbeEffects:
         """Ask the oracle about every key the probe used, and what it charged without one."""
         oracle = self.deployment.oracle
         assert oracle is not None
@@ -178,7 +179,7 @@ class ProbeSession:
         if keyless is not None:
             counted[None] = keyless
         expected = {k: int(ok) for k, ok in answered.items()}
-        return Effects(counted, expected, tuple(problems))
+        return ProbeEffects(counted, expected, tuple(problems))
 
     def _keyless_charges(self, problems: list[str]) -> int | None:
         if not self._keyless:
