@@ -39,7 +39,12 @@ _GONE = (aio_pika.exceptions.AMQPException, aiormq.exceptions.AMQPError, Connect
 
 
 class BrokerUnreachable(Exception):
-    """The broker did not accept the connection or the queue declarations."""
+    """The broker did not accept the connection or the queue declarations; ``fix`` says what
+    to check."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(problem)
+        self.fix = fix
 
 
 def delivery_of(message: AbstractIncomingMessage) -> Delivery:
@@ -126,7 +131,9 @@ class QueueConsumer:
                 break
             except (*_GONE, OSError) as exc:
                 if asyncio.get_running_loop().time() > deadline:
-                    raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from exc
+                    raise BrokerUnreachable(f"cannot be reached: {type(exc).__name__}: {exc}",
+                                            "check --amqp-url, and that RabbitMQ is running "
+                                            "and accepts this user") from exc
                 await asyncio.sleep(0.25)
         self._connection.close_callbacks.add(self._on_close)
         self._connection.reconnect_callbacks.add(self._on_reconnect)
@@ -143,7 +150,11 @@ class QueueConsumer:
             self._consuming = (queue, await queue.consume(self._on_message))
         except _GONE as exc:
             await self.close()
-            raise BrokerUnreachable(f"declaring the queues failed: {exc}") from exc
+            raise BrokerUnreachable(
+                f"refused the queues: {exc}",
+                f"a queue named {settings.queue} or {settings.dead_letters} exists with other "
+                "arguments (the consumer declares durable quorum queues): delete it, or use "
+                "other names") from exc
 
     def _on_close(self, sender: object, exc: BaseException | None = None) -> None:
         if exc is not None:

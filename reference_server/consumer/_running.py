@@ -124,8 +124,7 @@ def run_consumer(settings: ConsumerSettings) -> None:
               "database server is running and accepts this user)", file=sys.stderr)
         raise SystemExit(STARTUP_FAILED) from None
     except BrokerUnreachable as exc:
-        print(f"error: the broker at {_redacted(settings.amqp_url)} cannot be reached: {exc}\n"
-              "(check --amqp-url, and that RabbitMQ is running and accepts this user)",
+        print(f"error: the broker at {_redacted(settings.amqp_url)} {exc}\n({exc.fix})",
               file=sys.stderr)
         raise SystemExit(STARTUP_FAILED) from None
 
