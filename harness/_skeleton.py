@@ -184,10 +184,13 @@ def draft_for_path(url: str | None, method: str, path: str, *, name: str | None 
         {"amount": "{amount}", "currency": "usd"},
         ["FILL IN the body: the service's request, with {amount} or {nonce} where a field "
          "can vary"])
-    return Draft(name=name or _slug(urlsplit(base or "").hostname or "", "my-service"),
-                 origin=f"{method.upper()} {path}", url=None if start else (base or _DEFAULT_URL),
+    return Draft(name=name or _slug(path, "my-service"),
+                 origin=f"{method.upper()} {path}, without an OpenAPI document",
+                 url=None if start else (base or _DEFAULT_URL),
                  start=start, ready_path=ready_path, operations=[operation],
-                 key=KeyDraft(notes=["FILL IN: the header the service reads the key from"]))
+                 key=KeyDraft(notes=["FILL IN: the header the service reads the key from"]),
+                 tenant_note="FILL IN: add [tenant] (header = \"Authorization\", format = "
+                             "\"Bearer {tenant}\") if the service keeps keys per tenant")
 
 
 # ---- rendering -------------------------------------------------------------------------------
