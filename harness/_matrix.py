@@ -1,14 +1,17 @@
 """The matrix: many targets (or the reference server with each named flaw) by every scenario.
 
 Each row is an ordinary run with its own report directory; the matrix only tabulates their
-verdicts.  Rows run two at a time by default (this is a 2-core machine) and share one Toxiproxy.
+verdicts.  Rows run two at a time by default and share one Toxiproxy; within a row, ``jobs``
+scenarios run at once (``harness._parallel``).  ``on_row`` hears each row as it finishes, and
+``render_matrix_lines`` is the table for a terminal: one line per row, within 100 columns.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import textwrap
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -19,8 +22,11 @@ from harness._scenario import Scenario
 from harness._target import Target
 from harness._toxiproxy import start_toxiproxy
 
-__all__ = ["Matrix", "MatrixCell", "MatrixRow", "render_matrix_json", "render_matrix_markdown",
-           "run_matrix"]
+__all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "render_matrix_json",
+           "render_matrix_lines", "render_matrix_markdown", "render_row_line", "run_matrix"]
+
+#: The terminal table's width.
+WIDTH = 100
 
 RowKind = Literal["target", "flaw", "correct"]
 
@@ -33,6 +39,9 @@ class MatrixRow:
     target: Target
     kind: RowKind = "target"
     expected: tuple[str, ...] = ()
+    #: A target with a store of its own for scenarios that need the whole target (None: they
+    #: run alone after the others); see ``RunConfig.own_target``.
+    own_target: Callable[[str], Target] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,15 +73,16 @@ class Matrix:
     def problems(self) -> list[str]:
         """Rows that did not come out as they should: a correct server with a finding, a flaw
         that no scenario caught, or caught without naming the property it breaks."""
-        found = []
-        for row in self.rows:
-            caught = self.caught(row)
-            if row.kind == "correct" and caught:
-                found.append(f"{row.label}: the correct server has findings {sorted(caught)}")
-            if row.kind == "flaw" and not caught & set(row.expected):
-                found.append(f"{row.label}: no scenario caught it as {', '.join(row.expected)} "
-                             f"(found: {', '.join(sorted(caught)) or 'nothing'})")
-        return found
+        return [p for row in self.rows for p in self.row_problems(row)]
+
+    def row_problems(self, row: MatrixRow) -> list[str]:
+        caught = self.caught(row)
+        if row.kind == "correct" and caught:
+            return [f"{row.label}: the correct server has findings {sorted(caught)}"]
+        if row.kind == "flaw" and not caught & set(row.expected):
+            return [f"{row.label}: no scenario caught it as {', '.join(row.expected)} "
+                    f"(found: {', '.join(sorted(caught)) or 'nothing'})"]
+        return []
 
 
 def _cell(result: RunResult, scenario: str) -> MatrixCell:
@@ -82,21 +92,59 @@ def _cell(result: RunResult, scenario: str) -> MatrixCell:
 
 
 def run_matrix(rows: Sequence[MatrixRow], scenarios: Sequence[Scenario], report_dir: Path, *,
-               seed: int | None = None, jobs: int = 2,
-               handlers_for: dict[str, list[Handler]] | None = None) -> Matrix:
+               seed: int | None = None, jobs: int = 1, rows_at_once: int = 2,
+               handlers_for: dict[str, list[Handler]] | None = None,
+               on_row: Callable[[Matrix, MatrixRow], None] | None = None) -> Matrix:
+    """Run every row, ``rows_at_once`` at a time and ``jobs`` scenarios at once within each;
+    ``on_row`` hears each row as soon as it is done."""
     matrix = Matrix([s.name for s in scenarios], list(rows))
     with start_toxiproxy(log_dir=report_dir) as toxiproxy:
         def one(row: MatrixRow) -> RunResult:
             config = RunConfig(target=row.target, scenarios=scenarios,
-                               report_dir=report_dir / row.label, seed=seed, toxiproxy=toxiproxy)
+                               report_dir=report_dir / row.label, seed=seed, toxiproxy=toxiproxy,
+                               jobs=jobs, own_target=row.own_target)
             return run_scenarios(config, (handlers_for or {}).get(row.label, []))
 
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for row, result in zip(rows, pool.map(one, rows), strict=True):
+        with ThreadPoolExecutor(max_workers=max(1, rows_at_once)) as pool:
+            futures = {pool.submit(one, row): row for row in rows}
+            for future in as_completed(futures):
+                row, result = futures[future], future.result()
                 matrix.runs[row.label] = result
                 for scenario in matrix.scenarios:
                     matrix.cells[(row.label, scenario)] = _cell(result, scenario)
+                if on_row is not None:
+                    on_row(matrix, row)
     return matrix
+
+
+def render_row_line(matrix: Matrix, row: MatrixRow) -> str:
+    """One row in words, within ``WIDTH`` columns: whether it came out as it should, and the
+    scenarios that found something, with the properties each found (then the undecided)."""
+    found = [f"{s}: {', '.join(c.properties)}" for s in matrix.scenarios
+             for c in [matrix.cells[(row.label, s)]] if c.verdict == "fail"]
+    undecided = [s for s in matrix.scenarios if matrix.cells[(row.label, s)].verdict == "unknown"]
+    if row.kind == "flaw":
+        words = f"expected {', '.join(row.expected)}; " + ("; ".join(found) or "nothing found")
+    else:
+        words = "; ".join(found) or "no finding"
+    if undecided:
+        words += f"; unknown: {', '.join(undecided)}"
+    mark = "PROBLEM" if matrix.row_problems(row) else "ok"
+    run = matrix.runs.get(row.label)
+    head = f"{row.label[:30]:<30} {mark:<7} {run.seconds if run else 0.0:>5.0f}s  "
+    return textwrap.fill(words, WIDTH, initial_indent=head, subsequent_indent=" " * len(head),
+                         break_on_hyphens=False)
+
+
+def render_matrix_lines(matrix: Matrix) -> str:
+    """The matrix for a terminal: a line per row (``render_row_line``), then the problems."""
+    lines = [f"{'row':<30} {'as it':<7} {'time':>6}  scenarios that found something",
+             *(render_row_line(matrix, row) for row in matrix.rows)]
+    problems = matrix.problems()
+    lines += ["", "All rows as expected." if not problems else "Problems:"]
+    lines += [textwrap.fill(p, WIDTH, initial_indent="- ", subsequent_indent="  ")
+              for p in problems]
+    return "\n".join(lines) + "\n"
 
 
 def render_matrix_markdown(matrix: Matrix) -> str:

@@ -10,12 +10,22 @@ from pathlib import Path
 import click
 
 from harness._errors import UsageError
-from harness._matrix import MatrixRow, render_matrix_json, render_matrix_markdown, run_matrix
+from harness._matrix import (
+    MatrixRow,
+    RowKind,
+    render_matrix_json,
+    render_matrix_lines,
+    render_matrix_markdown,
+    render_row_line,
+    run_matrix,
+)
 from harness._outcomes import Handler
-from harness._postgres import start_postgres
+from harness._parallel import default_jobs
+from harness._postgres import PostgresServer, start_postgres
 from harness._reference import reference_target
 from harness._target import load_target
 from harness.cli._common import REPORT_DIR, default_report_dir, translate_errors
+from harness.cli._run import jobs_option, own_target
 from harness.reports import ReportDirectory, render_directory_html, write_atomic
 
 __all__ = ["matrix"]
@@ -36,16 +46,18 @@ __all__ = ["matrix"]
               help="only these scenarios (repeatable); default: the whole catalog")
 @click.option("--report-dir", type=REPORT_DIR, default=None)
 @click.option("--seed", type=int, default=None)
-@click.option("--jobs", type=click.IntRange(1, 8), default=2, show_default=True,
-              help="rows run at the same time")
+@click.option("--rows", "rows_at_once", type=click.IntRange(1, 8), default=2,
+              show_default=True, help="rows run at the same time")
+@jobs_option
 @translate_errors
 def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...],
            more_target_files: tuple[str, ...], postgres: bool,
            scenario_names: tuple[str, ...], report_dir: Path | None, seed: int | None,
-           jobs: int) -> None:
+           rows_at_once: int, jobs: int | None) -> None:
     """Write rows-by-scenarios as matrix.md and matrix.json; exit 1 if a row is not as it
     should be (a finding on the correct server, a flaw nobody caught).  Findings of third-party
-    targets are the matrix's content, not a problem."""
+    targets are the matrix's content, not a problem.  A line per row is printed as it
+    finishes."""
     from reference_server.flaws import FLAWS, get_flaw
     from scenarios import CATALOG, get_scenario
 
@@ -57,26 +69,36 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...]
         raise UsageError(f"two target files share a name ({', '.join(labels)}); each row needs "
                          "its own: change `name` in one of them")
     with ExitStack() as stack:
-        rows = [MatrixRow("correct (sqlite)", reference_target(store=None, flaw=None),
-                          "correct")]
+        def reference(label: str, kind: RowKind, flaw: str | None = None,
+                      expected: tuple[str, ...] = (), server: PostgresServer | None = None,
+                      ) -> MatrixRow:
+            store = server.create_database("idem_matrix") if server is not None else None
+            target = reference_target(store=store, flaw=flaw)
+            return MatrixRow(label, target, kind, expected,
+                             own_target(target, reference=True, store=store, flaw=flaw,
+                                        postgres=server))
+
+        rows = [reference("correct (sqlite)", "correct")]
         if postgres:
-            server = stack.enter_context(start_postgres())
-            dsn = server.create_database("idem_matrix")
-            rows.append(MatrixRow("correct (postgresql)",
-                                  reference_target(store=dsn, flaw=None), "correct"))
+            rows.append(reference("correct (postgresql)", "correct",
+                                  server=stack.enter_context(start_postgres())))
         if not no_flaws:
             for name in flaws or list(FLAWS):
                 flaw = get_flaw(name)
-                rows.append(MatrixRow(f"flaw {flaw.name}",
-                                      reference_target(store=None, flaw=flaw.name), "flaw",
-                                      flaw.properties))
+                rows.append(reference(f"flaw {flaw.name}", "flaw", flaw.name, flaw.properties))
         rows += [MatrixRow(target.name, target, "target") for target in targets]
         reports: dict[str, list[Handler]] = {
             row.label: [ReportDirectory(report_dir / row.label)] for row in rows}
-        result = run_matrix(rows, chosen, report_dir, seed=seed, jobs=jobs, handlers_for=reports)
+        click.echo(f"matrix: {len(rows)} rows x {len(chosen)} scenarios, {rows_at_once} rows "
+                   f"and {jobs or default_jobs()} scenarios at once; a line per row as it "
+                   "finishes", err=True)
+        result = run_matrix(rows, chosen, report_dir, seed=seed, jobs=jobs or default_jobs(),
+                            rows_at_once=rows_at_once, handlers_for=reports,
+                            on_row=lambda m, row: click.echo(render_row_line(m, row), err=True))
     write_atomic(report_dir / "matrix.md", render_matrix_markdown(result))
     write_atomic(report_dir / "matrix.json", render_matrix_json(result))
     write_atomic(report_dir / "index.html", render_directory_html(report_dir))
-    click.echo(render_matrix_markdown(result))
+    click.echo("")
+    click.echo(render_matrix_lines(result))
     click.echo(f"matrix written to {report_dir}/matrix.md, matrix.json and index.html")
     sys.exit(1 if result.problems() else 0)

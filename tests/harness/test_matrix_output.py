@@ -1,0 +1,46 @@
+"""``idem-harness matrix`` in a terminal (issue 14 item 15): a line per row as each finishes,
+then a table that fits 100 columns, naming the scenarios that found something and what."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness._matrix import Matrix, MatrixCell, MatrixRow, render_matrix_lines
+from harness._reference import reference_target
+from harness._toxiproxy import ToxiproxyServer
+from scenarios import CATALOG
+
+
+def test_a_line_per_row_as_it_finishes_then_a_table_within_100_columns(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "matrix", "--flaw", "no-body-hash",
+         "--scenario", "key-reuse", "--scenario", "missing-key", "--seed", "3", "--jobs", "2",
+         "--report-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=240,
+        env={**os.environ, "TOXIPROXY_URL": toxiproxy_server.url})
+    assert done.returncode == 0, done.stdout + done.stderr
+    progress = [line for line in done.stderr.splitlines()
+                if line.startswith(("correct (sqlite)", "flaw no-body-hash"))]
+    assert len(progress) == 2, done.stderr
+    assert any("key-reuse: P4" in line for line in progress)
+    table = done.stdout.split("matrix written to")[0]  # then the report's path
+    assert all(len(line) <= 100 for line in table.splitlines()), done.stdout
+    assert "flaw no-body-hash" in done.stdout and "All rows as expected." in done.stdout
+    assert (tmp_path / "matrix.md").exists() and (tmp_path / "matrix.json").exists()
+
+
+def test_a_row_that_found_much_wraps_within_100_columns() -> None:
+    names = list(CATALOG)
+    row = MatrixRow("flaw with a rather long name indeed", reference_target(store=None, flaw=None),
+                    "flaw", ("P1", "P2"))
+    matrix = Matrix(names, [row])
+    for name in names:
+        matrix.cells[(row.label, name)] = MatrixCell("fail", ("P1", "P2", "P9"))
+    text = render_matrix_lines(matrix)
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    assert f"{names[-1]}: P1, P2, P9" in text.replace("\n" + " " * 46, " ")
+    assert "All rows as expected." in text
