@@ -91,7 +91,7 @@ class ApiOperation:
     @property
     def success(self) -> tuple[str, Mapping[str, Any] | None] | None:
         """The first 2xx answer (201 before 200) and its schema."""
-        for status in sorted(self.responses):
+        for status in sorted(self.responses, key=lambda s: (s != "201", s)):
             if status.startswith("2"):
                 return status, self.responses[status]
         return None
@@ -236,6 +236,8 @@ def _plain(node: SchemaPath, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         if depth >= MAX_DEPTH:
             return {}
+        # A key with "#" cannot be a path part (jsonschema-path splits on it): such a
+        # property name is left out.
         return {str(k): _plain(node / str(k), depth + 1) for k in value if "#" not in str(k)}
     if isinstance(value, list):
         return [_plain(node / i, depth + 1) for i in range(len(value))]
@@ -264,6 +266,8 @@ def _parameters(path_item: SchemaPath, operation: SchemaPath) -> list[Mapping[st
 
 
 def _key_header(parameters: list[Mapping[str, Any]]) -> KeyHeader | None:
+    """The operation's key header: ``Idempotency-Key``, or any header whose name says
+    idempotency (``X-Idempotency-Key``)."""
     for parameter in parameters:
         name = str(parameter["name"])
         if parameter.get("in") == "header" and "idempotency" in name.lower():
@@ -352,9 +356,8 @@ def _operations(spec: SchemaPath, raw: Mapping[str, Any]) -> Iterator[ApiOperati
                 details = dict(contents)
             parameters = _parameters(path_item, operation)
             schema, example = _request(operation)
-            security = details.get("security", default_security)
             tenant, note = _tenant(_plain(operation / "security") if "security" in details
-                                   else security, schemes)
+                                   else default_security, schemes)
             yield ApiOperation(
                 method=method.upper(), path=path,
                 operation_id=details.get("operationId"),
