@@ -339,8 +339,7 @@ class _Observer:
             " with Retry-After" if retry_after else " without Retry-After")
         if waited < 0.5 and status != DRAFT["in_progress"]:
             yield Observation("promises", "in_progress_status", "deviation",
-                              f"{note}; the IETF draft says {DRAFT['in_progress']}: `run` "
-                              "notes the deviation", status)
+                              f"{note}; the IETF draft says {DRAFT['in_progress']}", status)
         else:
             yield self._compare("in_progress_status", status, note)
         yield self._compare("retry_after", retry_after, note)
