@@ -43,6 +43,8 @@ class OperationDraft:
     notes: list[str] = field(default_factory=list)
     resource_field: str | None = None
     invalid_values: dict[str, list[Any]] = field(default_factory=dict)
+    #: Some value of the body could not be chosen from the schema (its notes say which).
+    body_unsure: bool = False
 
 
 @dataclass
@@ -110,7 +112,7 @@ def _path_value(name: str, parameter: Mapping[str, Any]) -> tuple[str, bool]:
 def _operation_draft(operation: ApiOperation, prefix: str) -> OperationDraft:
     body = body_template(operation.request_schema, operation.request_example)
     path = operation.path
-    notes = list(body.notes)
+    notes = ([operation.summary] if operation.summary else []) + body.notes
     for name, parameter in operation.path_parameters.items():
         value, known = _path_value(name, parameter)
         path = path.replace("{" + name + "}", value)
@@ -125,7 +127,7 @@ def _operation_draft(operation: ApiOperation, prefix: str) -> OperationDraft:
             (n for n in properties if n.lower().endswith("id")), None)
     name = operation.operation_id or _slug(f"{operation.method} {operation.path}")
     return OperationDraft(name, operation.method, prefix + path, body.template, notes,
-                          resource, body.invalid_values)
+                          resource, body.invalid_values, body.needs_attention)
 
 
 def _key_draft(operations: Sequence[ApiOperation]) -> KeyDraft:
@@ -183,7 +185,7 @@ def draft_for_path(url: str | None, method: str, path: str, *, name: str | None 
         _slug(f"{method} {path}"), method.upper(), prefix + path,
         {"amount": "{amount}", "currency": "usd"},
         ["FILL IN the body: the service's request, with {amount} or {nonce} where a field "
-         "can vary"])
+         "can vary"], body_unsure=True)
     return Draft(name=name or _slug(path, "my-service"),
                  origin=f"{method.upper()} {path}, without an OpenAPI document",
                  url=None if start else (base or _DEFAULT_URL),
@@ -272,7 +274,8 @@ def _operation_table(operation: OperationDraft, *, several: bool) -> Table:
         _put(table, "name", operation.name)
     _put(table, "method", operation.method)
     _put(table, "path", operation.path)
-    _put(table, "body", operation.body)
+    _put(table, "body", operation.body,
+         "FILL IN the values marked above" if operation.body_unsure else None)
     if operation.resource_field:
         _put(table, "resource_field", operation.resource_field,
              "the answer's field naming what was created")
