@@ -1,7 +1,9 @@
 """How long the flaw matrix takes: every row and every scenario, timed in one run.
 
 Goal (issue 5): the whole matrix on SQLite within 3 minutes on a 2-core machine, and a single
-scenario within 10 seconds.  Run: `.venv/bin/python bench/matrix.py [--jobs N]`.
+scenario within 10 seconds (rows ``--jobs`` at a time, a row's scenarios one after another, so
+each scenario's time is its own; bench/parallel.py measures scenarios at once).  Run:
+`.venv/bin/python bench/matrix.py [--jobs N]`.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ SCENARIO_GOAL = 10.0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2, help="rows at once")
     args = parser.parse_args()
     rows = [MatrixRow("correct", reference_target(store=None, flaw=None), "correct")]
     rows += [MatrixRow(name, reference_target(store=None, flaw=name), "flaw", flaw.properties)
              for name, flaw in FLAWS.items()]
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
-        matrix = run_matrix(rows, list(CATALOG.values()), Path(scratch), seed=1, jobs=args.jobs)
+        matrix = run_matrix(rows, list(CATALOG.values()), Path(scratch), seed=1,
+                            rows_at_once=args.jobs)
     total = time.monotonic() - started
 
     names = matrix.scenarios
