@@ -47,8 +47,11 @@ class ConsumerContext:
         self.rng = rng
         self.nemesis = ConsumerNemesis(deployment, history)
         self.feed = EventFeed(deployment, history) if self.target.hooks.events else None
+        if self.feed is not None:
+            self.feed.skip()  # what consumers did before this scenario is not its evidence
         self._prefix = f"{deployment.run_id}-{uuid.UUID(int=rng.getrandbits(128)).hex[:6]}"
         self._counter = 0
+        self._values: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     # ---- messages --------------------------------------------------------------------------
@@ -61,8 +64,10 @@ class ConsumerContext:
     def _message(self, key: str, *, poison: bool, pause: tuple[str, int] | None,
                  message_id: str) -> tuple[bytes, dict[str, Any], str | None]:
         spec = self.target.message
-        values = {"amount": self.rng.randint(100, 99_999), "nonce": uuid.uuid4().hex,
-                  "key": key, "message_id": message_id}
+        with self._lock:  # every message for one key is the same job: the same body
+            fixed = self._values.setdefault(key, {"amount": self.rng.randint(100, 99_999),
+                                                  "nonce": uuid.uuid4().hex})
+        values = {**fixed, "key": key, "message_id": message_id}
         body = render_template(spec.poison if poison else spec.body, values)
         headers = {k: render_template(v, values) for k, v in spec.headers.items()}
         if spec.dedup == "header":
@@ -235,10 +240,12 @@ class ConsumerContext:
         return ordinary, poison
 
     def drain(self, *, timeout: float = SETTLE) -> None:
-        """Wait until every confirmed message had its effect, every poison message reached the
-        dead-letter queue and nothing is ready in the queue; then stop the consumers (what they
-        had not acked goes back to the queue), record what is left and what was dead-lettered,
-        take it all off, and start them again.  The checker judges P2, P9 and P10 from this."""
+        """Wait until the queue has settled: nothing ready, every poison message in the
+        dead-letter queue, and every delivery settled (a consumer with an events feed says so)
+        or, without a feed, every confirmed message's effect counted.  Then stop the consumers
+        (what they had not acked goes back to the queue), record what is left and what was
+        dead-lettered, take it all off, and start them again.  The drain is ``ok`` when nothing
+        was left: every message was acked or dead-lettered.  P2, P9 and P10 are judged from it."""
         ordinary, poison = self._published()
         dlq = self.deployment.dead_letter_queue
         amqp, queue = self.deployment.amqp, self.deployment.queue
@@ -247,9 +254,10 @@ class ConsumerContext:
         def settled() -> bool:
             if amqp.queue_state(queue).ready:
                 return False
-            if any((self.effects_of(k) or 0) < 1 for k in ordinary):
-                return False
-            if self.feed is not None and not self.feed.settled(ordinary | poison):
+            if self.feed is not None:
+                if not self.feed.settled(ordinary | poison):
+                    return False
+            elif any((self.effects_of(k) or 0) < 1 for k in ordinary):
                 return False
             return not (dlq and poison and amqp.queue_state(dlq).ready < len(poison))
 
@@ -257,16 +265,21 @@ class ConsumerContext:
         if drained and self.feed is None:
             drained = self._quiet(settled)
         waited = time.monotonic() - started
-        for instance in self.deployment.instances:
-            if instance.process.running():
-                self.deployment.stop(instance.number)
-        if self.feed is not None:
-            self.feed.poll()
+        # A consumer that reported every delivery settled holds nothing unacked; otherwise stop
+        # the consumers, so what they hold goes back to the queue and can be counted.
+        stop = not (drained and self.feed is not None)
+        if stop:
+            for instance in self.deployment.instances:
+                if instance.process.running():
+                    self.deployment.stop(instance.number)
+            if self.feed is not None:
+                self.feed.poll()
         left = amqp.take_all(queue)
         dead = amqp.take_all(dlq) if dlq else []
-        self.history.record("ok" if drained else "info", "drain", ORACLE, value={
-            "drained": drained, "waited": round(waited, 3), "left": len(left),
-            "dead_lettered": len(dead), "queue": queue})
+        self.history.record("info" if left else "ok", "drain", ORACLE, value={
+            "settled": drained, "waited": round(waited, 3), "left": len(left),
+            "dead_lettered": len(dead), "queue": queue, "dead_letter_queue": dlq,
+            "consumers_stopped": stop})
         for message in left:
             self.history.record("ok", "leftover", ORACLE, key=self._key_of(message.headers,
                                                                           message.message_id,
@@ -278,8 +291,9 @@ class ConsumerContext:
                                 key=self._key_of(message.headers, message.message_id,
                                                  message.body),
                                 value={"message_id": message.message_id, "queue": dlq})
-        for instance in self.deployment.instances:
-            self.deployment.start_again(instance.number)
+        if stop:
+            for instance in self.deployment.instances:
+                self.deployment.start_again(instance.number)
 
     def _quiet(self, settled: Callable[[], bool]) -> bool:
         """Without a feed, in-flight work cannot be seen: ask for the queue and the effects to

@@ -77,6 +77,8 @@ class ConsumerDeployment:
         #: Consumers whose connection the nemesis has cut or stalled: the broker does not
         #: count them, so readiness does not wait for them.
         self.cut_off: set[int] = set()
+        #: Where each consumer process's events feed was read up to, by (instance, pid).
+        self.feed_cursors: dict[tuple[int, int | None], int] = {}
         self.oracle: EffectOracle | None = None
         self.recorder: Recorder | None = None
         self.amqp = AmqpClient(broker_url)
@@ -295,15 +297,13 @@ class ConsumerDeployment:
                                f"{self.target.source}") from exc
 
     def advance_clock(self, seconds: float) -> None:
-        """Every consumer's clock: they share a store, and any of them may take a message."""
+        """Through the first consumer, as for an HTTP target: consumers that share state share
+        their store, and the clock with it (once per move, or it would move twice)."""
         hook = self.target.hooks.clock
         if hook is None:
             raise UsageError(f"target {self.target.name} has no clock hook")
         whole = int(seconds) if float(seconds).is_integer() else seconds
-        for instance in self.instances:
-            if instance.process.running():
-                self.hook(hook.method, hook.path, hook.body, {"seconds": whole},
-                          number=instance.number)
+        self.hook(hook.method, hook.path, hook.body, {"seconds": whole})
 
     def store_size(self) -> dict[str, int]:
         hook = self.target.hooks.store_size

@@ -28,17 +28,24 @@ SETTLED = frozenset({"ack", "ack-lost", "nack", "dead-letter"})
 
 
 class EventFeed:
+    """Reads the feed into one scenario's history.  Where each consumer's feed was read up to
+    is kept on the deployment, so a scenario never records what happened in the one before."""
+
     def __init__(self, deployment: ConsumerDeployment, history: History) -> None:
         self.deployment = deployment
         self.history = history
-        self._after: dict[tuple[int, int | None], int] = {}
+        self._after = deployment.feed_cursors
         self._deliveries: Counter[str] = Counter()
         self._paused: Counter[str] = Counter()
-        #: Each key's last event: its kind and the process that reported it.
-        self._last: dict[str, tuple[str, int | None]] = {}
+        #: Per key and process (pid): deliveries taken minus deliveries settled.
+        self._open: dict[str, Counter[int | None]] = {}
         self._lock = threading.Lock()
 
-    def poll(self) -> None:
+    def skip(self) -> None:
+        """Move every cursor past what the consumers reported so far, recording nothing."""
+        self.poll(record=False)
+
+    def poll(self, *, record: bool = True) -> None:
         """Read every running consumer's new events into the history."""
         hook = self.deployment.target.hooks.events
         if hook is None:
@@ -53,7 +60,7 @@ class EventFeed:
                                                 query={"after": self._after.get(cursor, 0)})
                 except ServiceError:
                     continue  # a consumer being killed or restarted: its events come next time
-                for item in data.get("events", []) if isinstance(data, dict) else []:
+                for item in data.get("events", []) if isinstance(data, dict) and record else []:
                     self._record(instance.name, item, instance.process.pid)
                 if isinstance(data, dict) and isinstance(data.get("next"), int):
                     self._after[cursor] = data["next"]
@@ -68,7 +75,11 @@ class EventFeed:
         self.history.record("ok", kind, process, key=key if isinstance(key, str) else None,
                             value=value)
         if isinstance(key, str):
-            self._last[key] = (kind, pid)
+            held = self._open.setdefault(key, Counter())
+            if kind == "deliver":
+                held[pid] += 1
+            elif kind in SETTLED:
+                held[pid] -= 1
             if kind == "deliver":
                 self._deliveries[key] += 1
             if kind == "pause":
@@ -81,11 +92,9 @@ class EventFeed:
         return self._paused[key]
 
     def settled(self, keys: set[str]) -> bool:
-        """Has every key's last delivery been settled (acked, nacked, dead-lettered), or did the
-        process that had it die (the broker gives it to another)?"""
+        """Was every key's message delivered, and is each delivery settled (acked, nacked,
+        dead-lettered) or held by a process that died (the broker gives it to another)?"""
         alive = {i.process.pid for i in self.deployment.instances if i.process.running()}
-        for key in keys:
-            last = self._last.get(key)
-            if last is not None and last[0] not in SETTLED and last[1] in alive:
-                return False
-        return True
+        return all(key in self._open for key in keys) and all(
+            held <= 0 or pid not in alive
+            for key in keys for pid, held in self._open[key].items())

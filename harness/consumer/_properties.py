@@ -193,18 +193,19 @@ def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             continue
         left = queue.events_of("leftover", key)
         dead = queue.events_of("dead-lettered", key)
+        dlq = (queue.drains[-1].value.get("dead_letter_queue") if queue.drains else None) \
+            or promises.dead_letter_queue
         if left and promises.dead_letter_queue and queue.drains:
             yield Finding("P10", key,
                           f"the poison message for key {key} was still in the queue after "
                           f"{format_duration(float(queue.drains[-1].value.get('waited', 0)))}"
-                          f", never dead-lettered to {promises.dead_letter_queue} as promised"
+                          f", never dead-lettered to {dlq} as promised"
                           + (f" ({len(delivered)} deliveries seen)" if delivered else
                              ": it keeps coming back"), evidence)
         elif promises.dead_letter_queue and not dead and not left and queue.drained:
             yield Finding("P10", key,
                           f"the poison message for key {key} was dropped: it is neither in "
-                          f"the queue nor in the promised dead-letter queue "
-                          f"{promises.dead_letter_queue}", evidence)
+                          f"the queue nor in the promised dead-letter queue {dlq}", evidence)
     yield from _kept_serving(queue)
 
 
@@ -235,13 +236,15 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
         return
     grace = options.promises.cleanup_interval or 0.0
     start = view.target_time(view.events[0])
-    first_use = {key: view.target_time(publishes[0].invoke)
-                 for key, publishes in queue.publishes.items()}
     for observation in view.store_sizes:
         now = view.target_time(observation)
         if now < start + window + grace:
             continue
-        live = sum(1 for t in first_use.values() if t > now - window - grace)
+        # A key published again within the window may be stored again (by a consumer that
+        # keys on the message id, say): only a key with no publish in it must be gone.
+        live = sum(1 for publishes in queue.publishes.values()
+                   if any(now - window - grace < view.target_time(p.invoke) <= now
+                          for p in publishes))
         rows = int(observation.value.get("rows", 0))
         if rows > live:
             yield Finding("P11", None,
