@@ -18,9 +18,10 @@ from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
 from harness._parallel import default_jobs
 from harness._postgres import PostgresServer, start_postgres
 from harness._reference import reference_target
-from harness._runner import RunConfig, judge, run_scenarios
+from harness._runner import RunConfig, judge
 from harness._target import Target, load_target
 from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, translate_errors
+from harness.consumer._runner import run_target
 from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
 
 __all__ = ["check", "jobs_option", "own_target", "run", "target_options"]
@@ -96,15 +97,26 @@ def target_options(command: F) -> F:
               help="with --reference: the server on a fresh PostgreSQL database (IDEM_PG_DSN "
                    "or a throwaway cluster), reached through a proxy, so store-outage applies")
 @click.option("--quiet", is_flag=True, help="print only the summary")
+@click.option("--reference-consumer", is_flag=True,
+              help="run against the built-in reference queue consumer (on RabbitMQ; --store, "
+                   "--flaw and --postgres apply to it as to --reference)")
 @jobs_option
 @translate_errors
 def run(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
         allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
         seed: int | None, retry_horizon: float, postgres: bool, quiet: bool,
-        jobs: int | None) -> None:
+        reference_consumer: bool, jobs: int | None) -> None:
     """Run scenarios against a target and judge the history (exit 0 pass, 1 findings, 2 error)."""
     from scenarios import CATALOG, get_scenario
 
+    if reference_consumer:
+        from harness.consumer import run_reference_consumer
+
+        chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
+        sys.exit(run_reference_consumer(
+            chosen, other_target=bool(target_file or reference), store=store, flaw=flaw,
+            postgres=postgres, report_dir=report_dir or default_report_dir(), seed=seed,
+            retry_horizon=retry_horizon, quiet=quiet).exit_code)
     if postgres and (store or not reference):
         raise UsageError("--postgres starts the reference server on PostgreSQL: give it with "
                          "--reference, and without --store (or give --store postgresql://...)")
@@ -121,7 +133,7 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
                            jobs=jobs or default_jobs(),
                            own_target=own_target(target, reference=reference, store=store,
                                                  flaw=flaw, postgres=server))
-        result = run_scenarios(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
+        result = run_target(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     sys.exit(result.exit_code)
 
 

@@ -9,8 +9,11 @@ same history and judged by the same checker as an HTTP run (docs/consumers.md).
 from __future__ import annotations
 
 from harness.consumer._context import SETTLE, ConsumerContext
+from harness.consumer._reference import reference_consumer_target, run_reference_consumer
+from harness.consumer._runner import run_target, shared_broker
 from harness.consumer._scenario import ConsumerScenario, consumer_scenario, http_only
 from harness.consumer._target import ConsumerTarget, is_consumer
 
 __all__ = ["SETTLE", "ConsumerContext", "ConsumerScenario", "ConsumerTarget", "consumer_scenario",
-           "http_only", "is_consumer"]
+           "http_only", "is_consumer", "reference_consumer_target", "run_reference_consumer",
+           "run_target", "shared_broker"]

@@ -134,11 +134,12 @@ def _why_lost(queue: QueueView) -> str:
 def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     promises = _promises(options)
-    for incident in queue.incidents():
-        for key, publishes in queue.ordinary():
-            if not any(p.maybe_queued and p.invoke.time <= incident.end.time
-                       for p in publishes):
-                continue
+    for key, publishes in queue.ordinary():
+        # Judged once per key, against the first incident its message lived through.
+        incident = next((i for i in queue.incidents()
+                         if any(p.maybe_queued and p.invoke.time <= i.end.time
+                                for p in publishes)), None)
+        if incident is not None:
             yield from _converged(queue, incident, key, promises)
 
 

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from harness._errors import UsageError
+from harness._outcomes import RunResult
+from harness._scenario import Scenario
 from harness._target import load_target
 from harness.consumer._target import ConsumerTarget
 
-__all__ = ["REFERENCE_CONSUMER", "reference_consumer_name", "reference_consumer_target"]
+__all__ = ["REFERENCE_CONSUMER", "reference_consumer_name", "reference_consumer_target",
+           "run_reference_consumer"]
 
 REFERENCE_CONSUMER = Path(__file__).parent / "targets" / "reference-consumer.toml"
 
@@ -48,3 +53,28 @@ def _check_flags(*, store: str | None, flaw: str | None) -> None:
 def reference_consumer_name(*, store: str | None, flaw: str | None) -> str:
     kind = "PostgreSQL" if store and store.startswith("postgres") else "SQLite"
     return f"reference-consumer ({f'flaw {flaw}' if flaw else 'correct'}, {kind})"
+
+
+def run_reference_consumer(scenarios: Sequence[Scenario], *, other_target: bool,
+                           store: str | None, flaw: str | None, postgres: bool,
+                           report_dir: Path, seed: int | None, retry_horizon: float,
+                           quiet: bool) -> RunResult:
+    """``idem-harness run --reference-consumer``: the reference consumer on SQLite (or the
+    given store, or a fresh PostgreSQL database with ``--postgres``), every scenario judged."""
+    from harness._postgres import start_postgres
+    from harness._runner import RunConfig
+    from harness.consumer._runner import run_target
+    from harness.reports import ConsoleReport, ReportDirectory
+
+    if other_target:
+        raise UsageError("give one of --target FILE, --reference and --reference-consumer")
+    if postgres and store:
+        raise UsageError("give --postgres (a fresh database) or --store URL, not both")
+    reference_consumer_target(store=store, flaw=flaw)  # usage errors before anything starts
+    with ExitStack() as stack:
+        if postgres:
+            store = stack.enter_context(start_postgres()).create_database("idem_consumer")
+        target = reference_consumer_target(store=store, flaw=flaw)
+        config = RunConfig(target=target, scenarios=scenarios, report_dir=report_dir,
+                           seed=seed, retry_horizon=retry_horizon)
+        return run_target(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])

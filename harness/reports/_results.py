@@ -34,9 +34,9 @@ def tool_version() -> str:
 
 
 def requests_sent(outcome: ScenarioOutcome) -> int:
-    """HTTP attempts the scenario made, as every report counts them: invocations, answered or
-    not."""
-    return sum(1 for e in outcome.events if e.f == "request" and e.type == "invoke")
+    """HTTP attempts (or, for a queue consumer, publishes) the scenario made, as every report
+    counts them: invocations, answered or not."""
+    return sum(1 for e in outcome.events if e.f in ("request", "publish") and e.type == "invoke")
 
 
 def verdict_counts(outcomes: Iterable[ScenarioOutcome]) -> dict[str, int]:
