@@ -107,11 +107,15 @@ class QueueConsumer:
         self._events = events
         self._connection: AbstractRobustConnection | None = None
         self._consuming: tuple[AbstractQueue, str] | None = None
+        self._down = False
+        self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def connected(self) -> bool:
-        return self._connection is not None and not self._connection.is_closed
+        """Connected now: a robust connection that is reconnecting is not closed, but down."""
+        return (self._connection is not None and not self._connection.is_closed
+                and not self._down)
 
     @property
     def in_flight(self) -> int:
@@ -157,11 +161,15 @@ class QueueConsumer:
                 "other names") from exc
 
     def _on_close(self, sender: object, exc: BaseException | None = None) -> None:
-        if exc is not None:
+        """Called for the lost connection and again for each failed attempt to reconnect:
+        said once."""
+        if exc is not None and not self._down and not self._closing:
+            self._down = True
             logger.warning("lost the broker connection (%s); reconnecting", exc)
             self._events.record("disconnected", reason=f"{type(exc).__name__}: {exc}")
 
     def _on_reconnect(self, sender: object) -> None:
+        self._down = False
         logger.info("reconnected to the broker")
         self._events.record("reconnected", queue=self._settings.queue)
 
@@ -178,16 +186,20 @@ class QueueConsumer:
     async def close(self, *, grace: float = 2.0) -> None:
         """Let running handlers finish for ``grace`` seconds, then drop them (their messages go
         back to the queue when the connection closes) and close."""
+        self._closing = True
         if self._consuming is not None:  # no new deliveries while the running ones finish
             queue, tag = self._consuming
             self._consuming = None
-            with contextlib.suppress(*_GONE):
-                await asyncio.wait_for(queue.cancel(tag), grace)
+            if self.connected:
+                with contextlib.suppress(*_GONE):
+                    await asyncio.wait_for(queue.cancel(tag), grace)
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
         for task in list(self._tasks):
             task.cancel()
         if self._connection is not None:
+            # A connection that is down or stalled must not hold the exit.
             with contextlib.suppress(*_GONE):
-                await self._connection.close()
+                await asyncio.wait_for(self._connection.close(),
+                                       grace if self.connected else 0.2)
             self._connection = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness._rabbitmq import RabbitServer
-from harness._toxiproxy import ToxiproxyServer
+from harness._toxiproxy import Toxic, ToxiproxyServer
 from tests.reference_consumer.conftest import Consumers
 from tests.reference_consumer.support import (
     ConsumerProcess,
@@ -103,6 +103,35 @@ def test_a_lost_ack_means_a_redelivery_acked_without_work(
         assert consumer.count(is_("deliver", key, redelivered=True)) == 1
         assert consumer.count(is_("reconnected")) >= 1
         assert consumer.effects(key) == 1
+    finally:
+        proxy.delete()
+
+
+def test_a_stalled_consumer_s_message_goes_to_another_which_does_not_run_it_again(
+    consumers: Consumers, queue: str, toxiproxy_server: ToxiproxyServer,
+) -> None:
+    """The first consumer's connection stalls while it works: the broker gives up on it after
+    missed heartbeats and redelivers to the second, which holds the message while the first's
+    claim is live, and acks it without work once the first has committed."""
+    proxy = toxiproxy_server.client.create_proxy(
+        unique("amqp"), f"{consumers.broker.host}:{consumers.broker.port}")
+    try:
+        store = consumers.sqlite()
+        options = ["--test-faults", "--heartbeat", "1s"]
+        first = consumers.start(queue, options, store=store,
+                                amqp_url=f"amqp://guest:guest@{proxy.host}:{proxy.port}/")
+        key = unique("k")
+        publish(consumers.broker.url, queue,
+                [{"key": key, "headers": {"X-Test-Pause": "before-work:5000"}}])
+        first.wait_for("the first consumer's pause", is_("pause", key, point="before-work"))
+        second = consumers.start(queue, options, store=store)
+        for stream in ("upstream", "downstream"):
+            proxy.add_toxic(Toxic("timeout", stream, {"timeout": 0}))
+        second.wait_for("the redelivery", is_("deliver", key, redelivered=True))
+        second.wait_for("the redelivery's ack", is_("ack", key, outcome="duplicate"))
+        assert first.count(is_("commit", key)) == 1
+        assert second.count(is_("claim", key)) == 0
+        assert second.effects(key) == 1
     finally:
         proxy.delete()
 
