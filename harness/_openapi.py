@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -27,6 +27,9 @@ from openapi_spec_validator.validation.exceptions import ValidatorDetectError
 from harness._errors import HarnessError, UsageError
 from harness._network import require_loopback
 
+if TYPE_CHECKING:
+    from referencing._core import Resolver  # not re-exported by the package; a type only
+
 __all__ = [
     "MAX_DEPTH",
     "ApiDocument",
@@ -37,8 +40,10 @@ __all__ = [
     "read_openapi",
 ]
 
-#: How deep a schema is followed; a recursive schema (a tree, a linked list) is cut there.
+#: How deep a request schema is followed; a recursive one (a tree, a linked list) is cut there.
 MAX_DEPTH = 12
+#: How deep an answer's schema is read: its fields and their types are all the draft uses.
+_ANSWER_DEPTH = 4
 _METHODS = ("post", "put", "patch", "delete", "get")
 _KEY_PARAMETERS = {"key", "idempotency_key", "idempotency-key", "idempotencykey"}
 _TENANT_PARAMETERS = {"tenant", "tenant_id", "tenantid"}
@@ -229,18 +234,29 @@ def _harness_error(exc: BaseException) -> HarnessError | None:
     return None
 
 
-def _plain(node: SchemaPath, depth: int = 0) -> Any:
-    """The value at ``node`` with every ``$ref`` followed, cut at ``MAX_DEPTH``."""
-    with node.open() as contents:
-        value = contents
+def _plain(node: SchemaPath, limit: int = MAX_DEPTH) -> Any:
+    """The value at ``node`` with every ``$ref`` followed by the ``referencing`` resolver
+    (relative to the file each one is written in), ``limit`` levels deep: a recursive schema,
+    or a part nobody reads, is cut there, so a large document stays quick to read."""
+    with node.resolve() as resolved:
+        return _dereferenced(resolved.contents, resolved.resolver, limit)
+
+
+def _dereferenced(value: Any, resolver: Resolver[Any], limit: int) -> Any:
     if isinstance(value, Mapping):
-        if depth >= MAX_DEPTH:
+        if limit <= 0:
             return {}
-        # A key with "#" cannot be a path part (jsonschema-path splits on it): such a
-        # property name is left out.
-        return {str(k): _plain(node / str(k), depth + 1) for k in value if "#" not in str(k)}
+        reference = value.get("$ref")
+        if isinstance(reference, str):
+            found = resolver.lookup(reference)
+            target = _dereferenced(found.contents, found.resolver, limit - 1)
+            siblings = {k: v for k, v in value.items() if k != "$ref"}  # 3.1 allows them
+            if not siblings or not isinstance(target, Mapping):
+                return target
+            return {**target, **_dereferenced(siblings, resolver, limit)}
+        return {str(k): _dereferenced(v, resolver, limit - 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(node / i, depth + 1) for i in range(len(value))]
+        return [_dereferenced(v, resolver, limit - 1) for v in value]
     return value
 
 
@@ -316,7 +332,7 @@ def _responses(operation: SchemaPath) -> dict[str, Mapping[str, Any] | None]:
         media = _json_media(content) if isinstance(content, Mapping) else None
         schema = None
         if media is not None and "schema" in (status / "content" / media):
-            schema = _plain(status / "content" / media / "schema")
+            schema = _plain(status / "content" / media / "schema", _ANSWER_DEPTH)
         answers[code] = schema if isinstance(schema, Mapping) else None
     return answers
 
@@ -355,7 +371,7 @@ def _operations(spec: SchemaPath, raw: Mapping[str, Any]) -> Iterator[ApiOperati
             with operation.open() as contents:
                 details = dict(contents)
             parameters = _parameters(path_item, operation)
-            schema, example = _request(operation)
+            schema, example = _request(operation) if method != "get" else (None, None)
             tenant, note = _tenant(_plain(operation / "security") if "security" in details
                                    else default_security, schemes)
             yield ApiOperation(
