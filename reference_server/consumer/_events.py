@@ -11,6 +11,7 @@ events; indices never restart.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -49,9 +50,8 @@ class EventLog:
 
     def since(self, cursor: int) -> list[dict[str, Any]]:
         """The events numbered ``cursor`` and later (those still kept)."""
-        if cursor >= self._next:
-            return []
-        return [event for event in self._events if event["index"] >= cursor]
+        first = self._next - len(self._events)  # the oldest index still kept
+        return list(itertools.islice(self._events, max(cursor - first, 0), None))
 
     async def wait_since(self, cursor: int, timeout: float) -> list[dict[str, Any]]:
         """The events numbered ``cursor`` and later, waiting up to ``timeout`` seconds for one."""
