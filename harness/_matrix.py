@@ -12,15 +12,17 @@ import json
 import textwrap
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from harness._outcomes import Handler, RunResult
-from harness._runner import RunConfig, run_scenarios
+from harness._runner import RunConfig
 from harness._scenario import Scenario
 from harness._target import Target
 from harness._toxiproxy import start_toxiproxy
+from harness.consumer import ConsumerTarget, run_target, shared_broker
 
 __all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "render_matrix_json",
            "render_matrix_lines", "render_matrix_markdown", "render_row_line", "run_matrix"]
@@ -98,12 +100,14 @@ def run_matrix(rows: Sequence[MatrixRow], scenarios: Sequence[Scenario], report_
     """Run every row, ``rows_at_once`` at a time and ``jobs`` scenarios at once within each;
     ``on_row`` hears each row as soon as it is done."""
     matrix = Matrix([s.name for s in scenarios], list(rows))
-    with start_toxiproxy(log_dir=report_dir) as toxiproxy:
+    consumers = any(isinstance(row.target, ConsumerTarget) for row in rows)
+    with start_toxiproxy(log_dir=report_dir) as toxiproxy, \
+            (shared_broker() if consumers else nullcontext()):
         def one(row: MatrixRow) -> RunResult:
             config = RunConfig(target=row.target, scenarios=scenarios,
                                report_dir=report_dir / row.label, seed=seed, toxiproxy=toxiproxy,
                                jobs=jobs, own_target=row.own_target)
-            return run_scenarios(config, (handlers_for or {}).get(row.label, []))
+            return run_target(config, (handlers_for or {}).get(row.label, []))
 
         with ThreadPoolExecutor(max_workers=max(1, rows_at_once)) as pool:
             futures = {pool.submit(one, row): row for row in rows}

@@ -26,6 +26,8 @@ from harness._reference import reference_target
 from harness._target import load_target
 from harness.cli._common import REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import jobs_option, own_target
+from harness.consumer import ConsumerTarget
+from harness.consumer._matrix import consumer_rows, scenarios_for
 from harness.reports import ReportDirectory, render_directory_html, write_atomic
 
 __all__ = ["matrix"]
@@ -46,6 +48,11 @@ __all__ = ["matrix"]
               help="only these scenarios (repeatable); default: the whole catalog")
 @click.option("--report-dir", type=REPORT_DIR, default=None)
 @click.option("--seed", type=int, default=None)
+@click.option("--consumers", is_flag=True,
+              help="add rows for the reference queue consumer, correct and with each named "
+                   "consumer flaw (with --postgres, on PostgreSQL too)")
+@click.option("--only-consumers", is_flag=True,
+              help="only the consumer rows (and --targets): no reference server rows")
 @click.option("--rows", "rows_at_once", type=click.IntRange(1, 8), default=2,
               show_default=True, help="rows run at the same time")
 @jobs_option
@@ -53,7 +60,7 @@ __all__ = ["matrix"]
 def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...],
            more_target_files: tuple[str, ...], postgres: bool,
            scenario_names: tuple[str, ...], report_dir: Path | None, seed: int | None,
-           rows_at_once: int, jobs: int | None) -> None:
+           consumers: bool, only_consumers: bool, rows_at_once: int, jobs: int | None) -> None:
     """Write rows-by-scenarios as matrix.md and matrix.json; exit 1 if a row is not as it
     should be (a finding on the correct server, a flaw nobody caught).  Findings of third-party
     targets are the matrix's content, not a problem.  A line per row is printed as it
@@ -78,15 +85,21 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...]
                              own_target(target, reference=True, store=store, flaw=flaw,
                                         postgres=server))
 
-        rows = [reference("correct (sqlite)", "correct")]
-        if postgres:
-            rows.append(reference("correct (postgresql)", "correct",
-                                  server=stack.enter_context(start_postgres())))
-        if not no_flaws:
+        server = stack.enter_context(start_postgres()) if postgres else None
+        rows = [] if only_consumers else [reference("correct (sqlite)", "correct")]
+        if server is not None and not only_consumers:
+            rows.append(reference("correct (postgresql)", "correct", server=server))
+        if consumers or only_consumers:
+            rows += consumer_rows(flaws=not no_flaws, postgres=server)
+        if not no_flaws and not only_consumers:
             for name in flaws or list(FLAWS):
                 flaw = get_flaw(name)
                 rows.append(reference(f"flaw {flaw.name}", "flaw", flaw.name, flaw.properties))
         rows += [MatrixRow(target.name, target, "target") for target in targets]
+        if not scenario_names:  # the columns some row can play
+            chosen = scenarios_for(
+                chosen, http=any(not isinstance(r.target, ConsumerTarget) for r in rows),
+                consumers=any(isinstance(r.target, ConsumerTarget) for r in rows))
         reports: dict[str, list[Handler]] = {
             row.label: [ReportDirectory(report_dir / row.label)] for row in rows}
         click.echo(f"matrix: {len(rows)} rows x {len(chosen)} scenarios, {rows_at_once} rows "
