@@ -69,10 +69,12 @@ def run_stats(plan: LoadPlan) -> int:
     runner.stop()
     complete = collector.wait(plan.drain_timeout + 30.0)
     files.finish()
+    spent = time.process_time() - cpu_origin
+    if not distributed:  # the node counted its own part; the rest (its statistics, the files)
+        spent = max(0.0, spent - sum(float(n["cpu_seconds"]) for n in collector.nodes))
     collector.write_summary(
         started_at=started_at,
-        # A local runner's CPU is its node's; a master's own work is counted apart.
-        stats_cpu_seconds=time.process_time() - cpu_origin if distributed else 0.0,
+        stats_cpu_seconds=spent,
         user_exceptions=sum(int(row["count"]) for row in runner.exceptions.values()),
     )
     runner.quit()
