@@ -22,7 +22,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
         self.server.connections.add(self.client_address)
         if self.path == "/hang":
@@ -37,7 +37,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         """Quiet."""
 
 
