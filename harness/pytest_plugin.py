@@ -40,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="target file (TOML) to verify, one test per scenario (repeatable)")
     group.addoption("--idem-reference", action="store_true",
                     help="verify the built-in reference server too")
+    group.addoption("--idem-reference-consumer", action="store_true",
+                    help="verify the built-in reference queue consumer too (on RabbitMQ)")
     group.addoption("--idem-profile", metavar="NAME", default=None,
                     help="dev, ci or train (default: IDEM_PROFILE, else ci when CI=true, "
                          "else dev); ci turns a missing service into a failure")
@@ -57,7 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     files: list[str] = config.getoption("idem_target")
-    if not files and not config.getoption("idem_reference"):
+    if not files and not (config.getoption("idem_reference")
+                          or config.getoption("idem_reference_consumer")):
         return
     from harness._gate import _session  # the engine, only for a session that uses the gate
 

@@ -33,12 +33,17 @@ def runs_for(config: pytest.Config, files: list[str]) -> list[TargetRun]:
         raise pytest.UsageError(str(exc)) from exc
     if config.getoption("idem_reference"):
         targets.append(load_target("reference"))
+    if config.getoption("idem_reference_consumer"):
+        from harness.consumer import reference_consumer_target
+
+        targets.append(reference_consumer_target(store=None, flaw=None))
     _refuse_duplicates(targets)
     report_dir = Path(config.getoption("idem_report_dir"))
     examples = config.getoption("idem_explore_examples")
     return [
         TargetRun(target, report_dir / target.name, profile, config.getoption("idem_seed"),
-                  profile.explore_max_examples if examples is None else max(examples, 0))
+                  0 if getattr(target, "kind", "http") == "consumer"  # the explorer speaks HTTP
+                  else profile.explore_max_examples if examples is None else max(examples, 0))
         for target in targets
     ]
 
