@@ -125,6 +125,8 @@ class ConsumerContext:
             if self.feed is not None:
                 self.feed.poll()
             if done():
+                if self.feed is not None:
+                    self.feed.poll()  # what the consumer did while we looked, before we act
                 return True
             if time.monotonic() > deadline:
                 return False

@@ -28,10 +28,12 @@ from harness._findings import Finding
 from harness._history import Event
 from harness._target import ReplayMarker
 
-__all__ = ["BLOCKING", "Band", "Box", "Diagram", "Label", "Lane", "Line", "Row", "Storyboard",
-           "finding_diagram", "sequence_diagram"]
+__all__ = ["BLOCKING", "Band", "Box", "Diagram", "Label", "Lane", "LaneName", "Line", "Row",
+           "Storyboard", "finding_diagram", "sequence_diagram"]
 
-LaneName = Literal["client", "toxiproxy", "server", "store"]
+#: A queue consumer's diagram has the producer, the broker and the consumer instead of the
+#: client and the server (harness/consumer/_sequence.py).
+LaneName = Literal["client", "toxiproxy", "server", "store", "producer", "broker", "consumer"]
 
 LANE_X: dict[LaneName, float] = {"client": 150.0, "toxiproxy": 380.0, "server": 600.0,
                                  "store": 830.0}
@@ -161,6 +163,7 @@ class Storyboard:
     def __init__(self, events: Sequence[Event], *,
                  replay_marker: ReplayMarker | None = None) -> None:
         self._by_index = {e.index: e for e in events}
+        self._consumer = any(e.f == "publish" for e in events)
         view = View(events)
         blocked, lost, held = _faulted_traffic(events)
         self._context = _Context(
@@ -174,6 +177,10 @@ class Storyboard:
         chosen = [self._by_index[i] for i in sorted(set(cited)) if i in self._by_index]
         if not chosen:
             return None
+        if self._consumer:
+            from harness.consumer._sequence import consumer_diagram
+
+            return consumer_diagram(chosen, finding=finding, tooltip=_tooltip)
         context = self._context
         identities = _identities(chosen)
         commits: _Commits = {}
