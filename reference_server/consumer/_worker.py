@@ -107,7 +107,7 @@ class Worker:
         if self._behaviour.ack == "before-work" and not await self._ack(settle, key, "received"):
             return
         if isinstance(job, Poison):
-            await self._poison(settle, key, str(job), delivery)
+            await self._poison(settle, key, str(job))
             return
         try:
             if self._behaviour.dedup == "none":
@@ -121,6 +121,9 @@ class Worker:
         except StoreUnavailable as exc:  # the commit's outcome is unknown: ask again later
             self._events.record("store-unavailable", key=job.origin_key, reason=str(exc))
             await self._requeue(settle, job.origin_key, "the store failed during the commit")
+        except Exception as exc:  # a bug here must not strand the message unacked
+            logger.exception("processing the message with key %s failed", job.origin_key)
+            await self._failed(settle, job.origin_key, f"{type(exc).__name__}: {exc}", delivery)
 
     # -- the correct path, and the two racy claims ------------------------------------------
 
@@ -277,9 +280,7 @@ class Worker:
             self._events.record("dead-letter", key=key, queue=self._settings.dead_letters,
                                 reason=reason)
 
-    async def _poison(
-        self, settle: Settlement, key: str | None, reason: str, delivery: Delivery,
-    ) -> None:
+    async def _poison(self, settle: Settlement, key: str | None, reason: str) -> None:
         """No retry makes a poison message valid: dead-letter it now (or, flawed, requeue)."""
         self._events.record("poison", key=key, reason=reason)
         if self._behaviour.ack == "before-work":
