@@ -16,6 +16,8 @@ from harness._errors import ServiceUnavailable, TargetFileError
 from harness._faketime import FaketimeClock
 from harness._target import parse_target
 from harness._toxiproxy import ToxiproxyServer
+from harness.explore._machine import NEEDS
+from scenarios import CATALOG
 from tests.faketime.conftest import TARGETS
 
 BASE: dict[str, Any] = {
@@ -35,6 +37,8 @@ def problems(data: dict[str, Any]) -> str:
 def test_a_faketime_clock_gives_the_clock_capability() -> None:
     target = parse_target(BASE, source="t.toml")
     assert target.moves_clock and "clock" in target.capabilities()
+    assert NEEDS["time_passes"] in target.capabilities()  # the explorer's clock rule applies
+    assert CATALOG["late-retry"].not_applicable(target.with_promises(retention=60.0)) is None
     assert target.lease_can_run_out is False  # no lease promised
     leased = target.with_promises(lease=3600.0)
     assert leased.lease_can_run_out  # an hour-long lease runs out on a clock moved from outside
