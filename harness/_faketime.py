@@ -94,6 +94,7 @@ class FaketimeClock:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory.absolute() / "faketime.rc"
         self.offset = 0.0
+        self._since = time.time()
         self._write()
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -120,12 +121,14 @@ class FaketimeClock:
 
     def close(self) -> None:
         """Remove the shared-memory names libfaketime leaves behind for processes that were
-        killed (a crash scenario's SIGKILL): only those of processes that no longer run."""
+        killed (a crash scenario's SIGKILL): only names made while this clock ran, by processes
+        that no longer run."""
         with suppress(OSError):
             for entry in _SHM.iterdir():
                 owner = _SHM_NAME.fullmatch(entry.name)
-                if owner and not _running(int(owner.group(1))):
-                    with suppress(OSError):
+                with suppress(OSError):
+                    if (owner and not _running(int(owner.group(1)))
+                            and entry.stat().st_mtime >= self._since - 1):
                         entry.unlink()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,22 @@ def test_a_missing_library_names_the_fix(tmp_path: Path, monkeypatch: pytest.Mon
     assert done.returncode == 2, done.stderr
     assert "libfaketime is unavailable" in done.stderr and "fix:" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_names_left_by_a_killed_process_are_removed(faketime_ready: None, tmp_path: Path) -> None:
+    clock = FaketimeClock(tmp_path)
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                               env=clock.environment(dict(os.environ)))
+    left = Path(f"/dev/shm/faketime_shm_{process.pid}")
+    try:
+        deadline = time.monotonic() + 10
+        while not left.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert left.exists(), "libfaketime made no shared memory for the process"
+    finally:
+        process.kill()  # SIGKILL: libfaketime's own clean-up never runs
+        process.wait(timeout=10)
+    assert left.exists()
+    clock.close()
+    assert not left.exists()
+    assert not Path(f"/dev/shm/sem.faketime_sem_{process.pid}").exists()
