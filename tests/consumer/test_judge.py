@@ -32,7 +32,7 @@ def effects(history: History, key: str, count: int) -> None:
 
 def drain(history: History, *, drained: bool = True) -> None:
     history.record("ok" if drained else "info", "drain", ORACLE,
-                   value={"drained": drained, "waited": 1.0})
+                   value={"settled": drained, "waited": 1.0})
 
 
 def judge(history: History) -> dict[str, tuple[str, list[str]]]:
