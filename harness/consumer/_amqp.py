@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Coroutine, Mapping
 from contextlib import suppress
@@ -26,6 +27,10 @@ from harness._errors import ServiceError
 __all__ = ["AmqpClient", "PublishOutcome", "QueueState", "Received", "header_text"]
 
 T = TypeVar("T")
+# A connection the nemesis cuts on purpose (the producer's, after a lost confirm) makes aiormq
+# log the reader's death with a traceback; the history already says what happened.
+logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+logging.getLogger("aio_pika").setLevel(logging.CRITICAL)
 PublishOutcome = Literal["confirmed", "refused", "unknown"]
 
 
