@@ -6,9 +6,10 @@ import textwrap
 
 import click
 
-from harness._checker import PROPERTIES
+from harness._checker import PROPERTIES, QUEUE_PROPERTIES
 from harness._findings import klass_of
 from harness.cli._common import translate_errors
+from harness.consumer import ConsumerScenario
 
 __all__ = ["explain", "list_scenarios"]
 
@@ -40,6 +41,7 @@ def explain(name: str) -> None:
     if scenario.needs:
         click.echo(f"\nNeeds from the target: {', '.join(sorted(scenario.needs))}")
     click.echo("\nProperties:")
+    registry = QUEUE_PROPERTIES if isinstance(scenario, ConsumerScenario) else PROPERTIES
     for property_id in scenario.properties:
-        spec = PROPERTIES[property_id]
+        spec = registry[property_id]
         click.echo(f"  {property_id:<4} ({klass_of(property_id)}) {spec.title}")

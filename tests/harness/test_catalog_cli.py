@@ -33,8 +33,11 @@ def test_explain_an_unknown_scenario_lists_the_known_ones() -> None:
 def test_every_scenario_names_only_design_properties_and_known_needs() -> None:
     from harness import PROPERTIES
     from harness._scenario import CAPABILITY_HINTS
+    from harness.consumer._scenario import CONSUMER_CAPABILITY_HINTS, ConsumerScenario
 
     for scenario in CATALOG.values():
+        consumer = isinstance(scenario, ConsumerScenario)
+        hints = CONSUMER_CAPABILITY_HINTS if consumer else CAPABILITY_HINTS
         assert set(scenario.properties) <= set(PROPERTIES.ids()), scenario.name
-        assert scenario.needs <= set(CAPABILITY_HINTS), scenario.name
+        assert scenario.needs <= set(hints), scenario.name
         assert scenario.story and scenario.plan and scenario.summary
