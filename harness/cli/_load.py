@@ -14,11 +14,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from harness._errors import UsageError
 from harness._postgres import start_postgres
 from harness._reference import reference_target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
 from harness.load import CHAOS_PROFILES, LoadConfig, load_summary, run_load, write_load_report
+from harness.load._launch import run_worker_process
 
 __all__ = ["load"]
 
@@ -30,16 +32,25 @@ LOAD_DATABASE = "idem_load"
 @click.option("--servers", type=click.IntRange(1, 16), default=1, show_default=True,
               help="target processes, each behind its own proxy; retries of a key rotate over "
                    "them (the reference server shares a PostgreSQL: --store, or a throwaway one)")
-@click.option("--users", type=click.IntRange(min=1), required=True,
-              help="simulated customers, each making charges one after another")
-@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="users started per second")
-@click.option("--duration", type=DURATION, required=True, help="how long users start charges: 60s")
+@click.option("--users", type=click.IntRange(min=1),
+              help="simulated customers, each making charges one after another (required)")
+@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True),
+              help="users started per second (required)")
+@click.option("--duration", type=DURATION, help="how long users start charges: 60s (required)")
 @click.option("--chaos", type=click.Choice(list(CHAOS_PROFILES)), default="none",
               show_default=True,
               help="; ".join(f"{name}: {what}" for name, what in CHAOS_PROFILES.items()))
 @click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
-              help="Locust worker processes under a master (0: one local process)")
+              help="Locust worker processes under a master (0: one local process); with "
+                   "--listen, the workers started on other machines")
+@click.option("--listen", metavar="HOST:PORT", default=None,
+              help="the master listens here for workers on other machines (each started with "
+                   "`load --worker --master HOST:PORT`); a non-loopback HOST needs "
+                   "--allow-remote")
+@click.option("--worker", is_flag=True,
+              help="be a Locust worker for the master at --master: it sends the plan")
+@click.option("--master", metavar="HOST:PORT", default=None,
+              help="with --worker: the master's address, as it printed it")
 @click.option("--request-timeout", type=DURATION, default="2s", show_default=True,
               help="how long a client waits for one attempt before it retries")
 @click.option("--report-dir", type=REPORT_DIR, default=None,
@@ -49,11 +60,30 @@ LOAD_DATABASE = "idem_load"
               help="seed for the chaos schedule and the request bodies")
 @translate_errors
 def load(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
-         allow_remote: bool, servers: int, users: int, spawn_rate: float, duration: float,
-         chaos: str, workers: int, request_timeout: float, report_dir: Path | None,
+         allow_remote: bool, servers: int, users: int | None, spawn_rate: float | None,
+         duration: float | None, chaos: str, workers: int, listen: str | None, worker: bool,
+         master: str | None, request_timeout: float, report_dir: Path | None,
          seed: int | None) -> None:
-    """Drive Locust users against a target under chaos, then judge P1 and P2 over every key
-    (exit 0 pass, 1 findings, 2 error)."""
+    """Drive Locust users against a target under chaos, then judge P1, P2, P4 and P5 over
+    every key (exit 0 pass, 1 findings, 2 error, 3 inconclusive); or, with --worker, be a
+    worker for a master on another machine."""
+    if worker or master:
+        given = [name for name, value in (
+            ("--target", target_file), ("--reference", reference), ("--store", store),
+            ("--flaw", flaw), ("--users", users), ("--spawn-rate", spawn_rate),
+            ("--duration", duration), ("--listen", listen), ("--report-dir", report_dir),
+            ("--seed", seed)) if value]
+        if not (worker and master) or given:
+            raise UsageError("a worker takes everything from its master's plan: give "
+                             "--worker --master HOST:PORT (and --allow-remote for another "
+                             "machine)" + (f", not {', '.join(given)}" if given else ""))
+        sys.exit(run_worker_process(master, allow_remote=allow_remote))
+    missing = [name for name, value in (("--users", users), ("--spawn-rate", spawn_rate),
+                                        ("--duration", duration)) if value is None]
+    if missing:
+        raise UsageError(f"give {', '.join(missing)} (for example --users 20 --spawn-rate 10 "
+                         "--duration 60s)")
+    assert users is not None and spawn_rate is not None and duration is not None
     target = choose_target(target_file, reference, store, flaw)
     report_dir = report_dir or default_report_dir()
     console = Console(stderr=True)
@@ -67,9 +97,10 @@ def load(target_file: str | None, reference: bool, store: str | None, flaw: str 
         config = LoadConfig(
             target=target, users=users, spawn_rate=spawn_rate, duration=duration,
             report_dir=report_dir, chaos=chaos, servers=servers, workers=workers, seed=seed,
-            request_timeout=request_timeout, allow_remote=allow_remote,
+            request_timeout=request_timeout, allow_remote=allow_remote, listen=listen,
         )
-        result = run_load(config, progress=lambda line: console.print(line, highlight=False))
+        result = run_load(config, progress=lambda line: console.print(line, highlight=False,
+                                                                      soft_wrap=True))
     write_load_report(result, report_dir)
     # Commands are never wrapped (a broken curl line cannot be pasted); the terminal folds them.
     console.print(load_summary(result), soft_wrap=True)

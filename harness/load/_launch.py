@@ -15,14 +15,16 @@ import selectors
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
 
-from harness._errors import ServiceError
+from harness._errors import ServiceError, UsageError
+from harness._network import require_loopback
 from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, NODES_FILE, LoadPlan
 
-__all__ = ["BOOTSTRAP", "LocustProcesses"]
+__all__ = ["BOOTSTRAP", "LocustProcesses", "run_worker_process"]
 
 BOOTSTRAP = (
     "import locust  # first of all: gevent must patch the standard library before ssl loads\n"
@@ -63,38 +65,46 @@ class LocustProcesses:
         self.work_dir = Path(plan.work_dir)
         self._children: list[_Child] = []
 
-    def start(self) -> float:
-        """Start every process and return the wall-clock time at which the load began."""
-        if self.plan.workers:
+    def start(self, *, listening: Callable[[], None] | None = None) -> float:
+        """Start every process and return the wall-clock time at which the load began;
+        ``listening`` is called once a master listens (to tell a person to start the workers
+        of other machines)."""
+        plan = self.plan
+        if plan.workers:
             self._spawn("master", "")
-            self._message(self._children[0], "listening")
-            for number in range(1, self.plan.workers + 1):
-                self._spawn("worker", f"w{number}")
+            self._message(self._children[0], "listening", START_TIMEOUT)
+            if listening is not None:
+                listening()
+            if not plan.remote_workers:
+                for number in range(1, plan.workers + 1):
+                    self._spawn("worker", f"worker{number}")
         else:
             self._spawn("local", "")
-        return float(self._message(self._children[0], "started_at"))
+        wait = START_TIMEOUT + (plan.worker_wait if plan.workers else 0.0)
+        return float(self._message(self._children[0], "started_at", wait))
 
-    def _spawn(self, role: str, node: str) -> None:
-        log = self.work_dir / f"locust-{node or role}.log"
+    def _spawn(self, role: str, label: str) -> None:
+        log = self.work_dir / f"locust-{label or role}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-c", BOOTSTRAP, "--plan", str(self.plan_path),
-                   "--role", role]
-        if node:
-            command += ["--node", node]
+        command = [sys.executable, "-c", BOOTSTRAP, "--role", role]
+        if role == "worker":
+            command += ["--master", f"{self.plan.master_host}:{self.plan.master_port}"]
+        else:
+            command += ["--plan", str(self.plan_path)]
         with log.open("wb") as handle:
             stdout: IO[Any] | int = subprocess.PIPE if not self._children else handle
             popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout,
                                      stderr=handle)
-        self._children.append(_Child(role, node, popen, log))
+        self._children.append(_Child(role, label, popen, log))
 
-    def _message(self, child: _Child, field: str) -> Any:
+    def _message(self, child: _Child, field: str, timeout: float) -> Any:
         """The next line ``child`` says on stdout, which must carry ``field``."""
         stream = child.popen.stdout
         assert stream is not None
         with selectors.DefaultSelector() as selector:
             selector.register(stream, selectors.EVENT_READ)
-            if not selector.select(START_TIMEOUT):
-                raise child.failure(f"did not say {field!r} within {START_TIMEOUT:.0f}s")
+            if not selector.select(timeout):
+                raise child.failure(f"did not say {field!r} within {timeout:.0f}s")
         line = stream.readline().decode(errors="replace").strip()
         if not line:
             child.popen.wait(timeout=10)
@@ -140,3 +150,26 @@ class LocustProcesses:
             if child.popen.stdout is not None:
                 child.popen.stdout.close()
         self._children = []
+
+
+def run_worker_process(master: str, *, allow_remote: bool) -> int:
+    """``idem-harness load --worker``: a Locust worker on this machine for the master at
+    ``master`` (HOST:PORT), which sends it the plan; its log goes to this terminal.  Returns the
+    worker's exit code once the master has ended the run."""
+    host, _, port = master.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--master {master!r}: write HOST:PORT, the address the master "
+                         "printed (for example 10.0.0.5:5557)")
+    require_loopback(host.strip("[]"), allow_remote=allow_remote)
+    worker = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, "--role", "worker",
+                               "--master", master], stdin=subprocess.DEVNULL)
+    try:
+        return worker.wait()
+    finally:
+        if worker.poll() is None:
+            worker.terminate()
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()

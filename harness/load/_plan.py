@@ -50,7 +50,10 @@ class LoadPlan:
     """What every Locust process of one run is told.
 
     ``urls`` are the Toxiproxy proxies in front of the target's instances, in instance order;
-    ``master_port`` is set when the run is distributed (``workers`` > 0).
+    ``master_port`` is set when the run is distributed (``workers`` > 0), and the master listens
+    on ``master_host``.  With ``remote_workers`` the workers are started on other machines
+    (``idem-harness load --worker``), none here, and the master waits ``worker_wait`` seconds for
+    them.  The master sends this plan to each worker as it connects: workers read no file.
     """
 
     run_id: str
@@ -69,6 +72,9 @@ class LoadPlan:
     #: The shares of charges that are double-submitted, and that reuse their key afterwards.
     double_submit: float = 0.0
     reuse: float = 0.0
+    master_host: str = "127.0.0.1"
+    remote_workers: bool = False
+    worker_wait: float = 60.0
 
     @property
     def drain_timeout(self) -> float:

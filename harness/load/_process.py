@@ -24,9 +24,9 @@ ROLES = ("local", "master", "worker")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness.load._process", description=__doc__)
-    parser.add_argument("--plan", type=Path, required=True, help="the load plan (JSON)")
     parser.add_argument("--role", choices=ROLES, required=True)
-    parser.add_argument("--node", default="", help="a worker's name in the history (w1, w2...)")
+    parser.add_argument("--plan", type=Path, help="the load plan (JSON; local and master)")
+    parser.add_argument("--master", help="HOST:PORT of the master (worker; it sends the plan)")
     return parser
 
 
@@ -44,7 +44,13 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     for chatty in ("httpx", "httpcore"):  # a line per request costs more CPU than the request
         logging.getLogger(chatty).setLevel(logging.WARNING)
-    plan = LoadPlan.read(args.plan)
     if args.role == "worker":
-        return run_worker(plan, args.node)
-    return run_stats(plan)
+        host, _, port = str(args.master or "").rpartition(":")
+        if not host or not port.isdigit():
+            print("error: a worker needs --master HOST:PORT", file=sys.stderr)
+            return 2
+        return run_worker(host.strip("[]"), int(port))
+    if args.plan is None:
+        print(f"error: a {args.role} process needs --plan", file=sys.stderr)
+        return 2
+    return run_stats(LoadPlan.read(args.plan))

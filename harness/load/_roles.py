@@ -4,9 +4,13 @@ Locust is driven as a library (``Environment`` and its runners, as in Locust's
 ``examples/use_as_lib.py``), never through its command line.  The process that keeps the
 statistics (local or master) says when the load starts with one JSON line on stdout, the load
 command's signal to start the chaos (a master first says that it listens, so that its workers
-are started only then); everything after that goes to the log.  A run ends when the
-duration is up: users stop at once, their charges finish their retries (see ``LoadNode``), each
-node sends its history, and Locust's own files are written.
+are started only then); everything after that goes to the log.  Each worker asks its master for
+the plan once it is connected (a message sent on connection could arrive before the worker
+listens for it), and the master answers with the plan and the worker's name in the history
+(``w1``, ``w2``... in the order they ask), through Locust's own messages, so a worker on another
+machine needs nothing but the master's address.  A run ends when the duration is up: users
+stop at once, their charges finish their retries (see ``LoadNode``), each node sends its
+history, and Locust's own files are written.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import gevent
 import gevent.event
 from locust.env import Environment
 from locust.event import Events
+from locust.rpc import Message
 from locust.runners import Runner
 
 from harness.load._node import HISTORY_MESSAGE, LoadNode
@@ -29,11 +34,10 @@ from harness.load._outputs import HistoryCollector, LocustFiles
 from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, LoadPlan
 from harness.load._users import charge_user_class
 
-__all__ = ["LOOPBACK", "run_stats", "run_worker"]
+__all__ = ["PLAN_MESSAGE", "run_stats", "run_worker"]
 
-LOOPBACK = "127.0.0.1"
-#: How long a master waits for its workers to connect.
-WORKER_CONNECT_TIMEOUT = 60.0
+PLAN_REQUEST = "idem-plan-please"
+PLAN_MESSAGE = "idem-plan"
 
 
 def run_stats(plan: LoadPlan) -> int:
@@ -41,16 +45,16 @@ def run_stats(plan: LoadPlan) -> int:
     distributed = plan.workers > 0
     events = Events()  # type: ignore[no-untyped-call]
     node = None if distributed else LoadNode(plan, "", events)
-    environment = Environment(user_classes=[charge_user_class(node)], events=events,
+    environment = Environment(user_classes=[charge_user_class(lambda: node)], events=events,
                               stop_timeout=0.0)
     if distributed:
         assert plan.master_port is not None
-        connected = _count_workers(events, plan.workers)
-        runner: Runner = environment.create_master_runner(LOOPBACK, plan.master_port)
+        runner: Runner = environment.create_master_runner(plan.master_host, plan.master_port)
+        connected = _hand_out_plans(runner, plan)
         _say({"listening": plan.master_port})  # workers that connect earlier wait 5 s more
-        if not connected.wait(WORKER_CONNECT_TIMEOUT):
-            print(f"error: {plan.workers} worker(s) did not connect to {LOOPBACK}:"
-                  f"{plan.master_port} within {WORKER_CONNECT_TIMEOUT:.0f}s", file=sys.stderr)
+        if not connected.wait(plan.worker_wait):
+            print(f"error: {plan.workers} worker(s) did not connect to {plan.master_host}:"
+                  f"{plan.master_port} within {plan.worker_wait:.0f}s", file=sys.stderr)
             runner.quit()
             return EXIT_NO_WORKERS
     else:
@@ -81,29 +85,47 @@ def run_stats(plan: LoadPlan) -> int:
     return 0 if complete else EXIT_INCOMPLETE
 
 
-def run_worker(plan: LoadPlan, name: str) -> int:
-    """A worker: connects to the master, runs the users it is given, sends its history."""
-    assert plan.master_port is not None
+def run_worker(host: str, port: int) -> int:
+    """A worker: connects to the master at ``host:port``, takes the plan it sends, runs the
+    users it is given, sends its history back."""
     events = Events()  # type: ignore[no-untyped-call]
-    node = LoadNode(plan, name, events)
-    environment = Environment(user_classes=[charge_user_class(node)], events=events)
-    runner = environment.create_worker_runner(LOOPBACK, plan.master_port)
-    events.test_stop.add_listener(lambda **_: node.ship(runner))  # type: ignore[no-untyped-call]
+    nodes: list[LoadNode] = []
+    environment = Environment(user_classes=[charge_user_class(lambda: nodes[0] if nodes else None)],
+                              events=events)
+    runner = environment.create_worker_runner(host, port)
+
+    def take_plan(environment: Environment, msg: Message, **_: Any) -> None:
+        if not nodes:
+            plan = LoadPlan.from_json(str(msg.data["plan"]))
+            nodes.append(LoadNode(plan, str(msg.data["node"]), events))
+            print(f"worker {msg.data['node']}: plan of run {plan.run_id} received from "
+                  f"{host}:{port}", file=sys.stderr, flush=True)
+
+    runner.register_message(PLAN_MESSAGE, take_plan)
+    events.test_stop.add_listener(  # type: ignore[no-untyped-call]
+        lambda **_: nodes[0].ship(runner) if nodes else None)
+    runner.send_message(PLAN_REQUEST)
     runner.greenlet.join()
     return 0
 
 
-def _count_workers(events: Events, wanted: int) -> gevent.event.Event:
-    """An event set once ``wanted`` distinct workers have connected."""
-    seen: set[str] = set()
+def _hand_out_plans(runner: Runner, plan: LoadPlan) -> gevent.event.Event:
+    """Answer each worker's request for the plan, with its name; the event is set once
+    ``plan``'s number of workers have it."""
+    names: dict[str, str] = {}
     ready = gevent.event.Event()
+    text = plan.to_json()
 
-    def on_connect(client_id: str, **_: Any) -> None:
-        seen.add(client_id)
-        if len(seen) >= wanted:
+    def on_request(environment: Environment, msg: Message, **_: Any) -> None:
+        client_id = str(msg.node_id)
+        if client_id not in names:
+            names[client_id] = f"w{len(names) + 1}"
+        runner.send_message(PLAN_MESSAGE, {"plan": text, "node": names[client_id]},
+                            client_id=client_id)
+        if len(names) >= plan.workers:
             ready.set()
 
-    events.worker_connect.add_listener(on_connect)  # type: ignore[no-untyped-call]
+    runner.register_message(PLAN_REQUEST, on_request)
     return ready
 
 

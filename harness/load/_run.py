@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import socket
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -26,7 +27,7 @@ from harness._errors import ServiceError, UsageError
 from harness._findings import merge_verdicts
 from harness._history import Event, History
 from harness._nemesis import Nemesis
-from harness._network import free_port
+from harness._network import free_port, is_loopback, require_loopback
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._runner import DEFAULT_RETRY_HORIZON, judge
 from harness._target import Target
@@ -53,6 +54,11 @@ DOUBLE_SUBMIT_SHARE = 0.125
 REUSE_SHARE = 0.0625
 
 SCENARIO = "load"
+LOOPBACK = "127.0.0.1"
+#: How long a master waits for its workers: its own start them at once; a person starts the
+#: workers of other machines.
+LOCAL_WORKER_WAIT = 60.0
+REMOTE_WORKER_WAIT = 600.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,8 @@ class LoadConfig:
     retry_horizon: float = DEFAULT_RETRY_HORIZON
     double_submit: float = DOUBLE_SUBMIT_SHARE
     reuse: float = REUSE_SHARE
+    #: ``HOST:PORT`` where the master listens for ``workers`` started on other machines.
+    listen: str | None = None
     schedule: Sequence[Window] | None = None
     toxiproxy: ToxiproxyServer | None = None
 
@@ -98,6 +106,16 @@ class LoadConfig:
                 and self.double_submit + self.reuse <= 1):
             problems.append("the double-submit and reuse shares must be between 0 and 1, and "
                             "together at most 1")
+        if self.listen is not None:
+            host, _, port = self.listen.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                problems.append(f"--listen {self.listen!r}: write HOST:PORT, the address the "
+                                "workers reach this machine at (for example 10.0.0.5:5557)")
+            elif self.workers < 1:
+                problems.append("--listen waits for workers of other machines: give their "
+                                "number with --workers")
+            else:
+                require_loopback(host.strip("[]"), allow_remote=self.allow_remote)
         if self.chaos not in CHAOS_PROFILES:
             problems.append(f"unknown --chaos {self.chaos!r}; choose one of "
                             f"{', '.join(CHAOS_PROFILES)}")
@@ -150,14 +168,17 @@ def run_load(config: LoadConfig, *,
         deployment = stack.enter_context(Deployment(
             config.target, toxiproxy=toxiproxy, workdir=target_dir,
             instances=config.servers, allow_remote=config.allow_remote))
+        master = _master_address(config)
         plan = LoadPlan(
             run_id=deployment.run_id, seed=seed, users=config.users,
             spawn_rate=config.spawn_rate, duration=config.duration, workers=config.workers,
-            urls=tuple(i.url for i in deployment.instances),
+            urls=tuple(_worker_urls(config, master, deployment, stack)),
             target=target_definition(config.target), request_timeout=config.request_timeout,
             policy=config.policy, report_dir=str(config.report_dir), work_dir=str(work_dir),
-            master_port=free_port() if config.workers else None,
-            double_submit=config.double_submit, reuse=config.reuse,
+            master_port=master[2] if config.workers else None,
+            double_submit=config.double_submit, reuse=config.reuse, master_host=master[1],
+            remote_workers=config.listen is not None,
+            worker_wait=REMOTE_WORKER_WAIT if config.listen else LOCAL_WORKER_WAIT,
         )
         plan_path = work_dir / "plan.json"
         plan.write(plan_path)
@@ -166,7 +187,15 @@ def run_load(config: LoadConfig, *,
         meter = CpuMeter(servers=lambda: _server_pids(deployment), toxiproxy=toxiproxy.pid)
         stack.callback(meter.close)
 
-        load_started = locusts.start()
+        def listening() -> None:
+            if config.listen:
+                progress(f"the Locust master listens on {master[1]}:{master[2]}; start "
+                         f"{config.workers} worker(s) on the other machines, each with: "
+                         f"idem-harness load --worker --master {master[0]}:{master[2]}"
+                         + (" --allow-remote" if not is_loopback(master[0]) else "")
+                         + f" (waiting up to {plan.worker_wait:.0f}s)")
+
+        load_started = locusts.start(listening=listening)
         nemesis_history = History()
         nemesis_offset = time.time() - load_started
         nemesis_history.subscribe(
@@ -209,11 +238,48 @@ def run_load(config: LoadConfig, *,
                       settings, problems, shortfalls)
 
 
+def _master_address(config: LoadConfig) -> tuple[str, str, int]:
+    """Where workers find the master (as given), the address it binds, and its port."""
+    if config.listen is None:
+        return LOOPBACK, LOOPBACK, free_port()
+    host, _, port = config.listen.rpartition(":")
+    host = host.strip("[]")
+    require_loopback(host, allow_remote=config.allow_remote)
+    try:
+        bound = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][4][0]
+    except OSError as exc:
+        raise UsageError(f"--listen {config.listen}: cannot resolve {host!r} ({exc}); give "
+                         "this machine's address as the workers reach it") from exc
+    return host, str(bound), int(port)
+
+
+def _worker_urls(config: LoadConfig, master: tuple[str, str, int], deployment: Deployment,
+                 stack: ExitStack) -> list[str]:
+    """The URLs the Locust users send to: the instances' proxies, or, for workers on other
+    machines, a second proxy per instance on the address they reach, in front of the first
+    (the one the chaos faults), since the first listens on loopback only."""
+    if config.listen is None:
+        return [i.url for i in deployment.instances]
+    host, bound, _ = master
+    if is_loopback(bound):
+        return [i.url for i in deployment.instances]
+    listen = f"[{bound}]:0" if ":" in bound else f"{bound}:0"
+    urls = []
+    for instance in deployment.instances:
+        relay = deployment.toxiproxy.client.create_proxy(
+            f"idem-{deployment.run_id}-{instance.number}-remote", instance.proxy.listen,
+            listen=listen)
+        stack.callback(relay.delete)
+        urls.append(f"http://{host}:{relay.port}")
+    return urls
+
+
 def _settings(config: LoadConfig, seed: int) -> dict[str, Any]:
     return {"users": config.users, "spawn_rate": config.spawn_rate,
             "duration": config.duration, "chaos": config.chaos, "servers": config.servers,
             "workers": config.workers, "request_timeout": config.request_timeout,
-            "seed": seed, "double_submit": config.double_submit, "reuse": config.reuse}
+            "seed": seed, "double_submit": config.double_submit, "reuse": config.reuse,
+            "listen": config.listen}
 
 
 def _server_pids(deployment: Deployment) -> list[int]:
