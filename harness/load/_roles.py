@@ -54,7 +54,8 @@ def run_stats(plan: LoadPlan) -> int:
         _say({"listening": plan.master_port})  # workers that connect earlier wait 5 s more
         if not connected.wait(plan.worker_wait):
             print(f"error: {plan.workers} worker(s) did not connect to {plan.master_host}:"
-                  f"{plan.master_port} within {plan.worker_wait:.0f}s", file=sys.stderr)
+                  f"{plan.master_port} and ask for the plan within {plan.worker_wait:.0f}s",
+                  file=sys.stderr)
             runner.quit()
             return EXIT_NO_WORKERS
     else:
@@ -119,6 +120,10 @@ def _hand_out_plans(runner: Runner, plan: LoadPlan) -> gevent.event.Event:
     def on_request(environment: Environment, msg: Message, **_: Any) -> None:
         client_id = str(msg.node_id)
         if client_id not in names:
+            if len(names) >= plan.workers:  # its users would run without a plan: say so
+                print(f"warning: a worker beyond the {plan.workers} expected asked for the "
+                      f"plan ({client_id}); it gets none", file=sys.stderr, flush=True)
+                return
             names[client_id] = f"w{len(names) + 1}"
         runner.send_message(PLAN_MESSAGE, {"plan": text, "node": names[client_id]},
                             client_id=client_id)
