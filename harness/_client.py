@@ -183,12 +183,16 @@ class RecordingClient:
     def send(self, request: Request, *, process: str, attempt: int = 1,
              timeout: float | None = None, instance: int = 0) -> Event:
         method, path, raw, headers = self.prepare(request)
+        endpoint_headers = self.operation(method, path).headers
         invocation = self.history.invoke(
             "request", process,
             key=request.key, tenant=request.tenant, attempt=attempt, label=request.label or None,
             method=method, path=path, fingerprint=fingerprint(method, path, raw),
             body=raw.decode(errors="replace")[:_BODY_KEPT],
             key_header=headers.get(self.target.key.header),
+            # Headers the key, the tenant and the body type do not explain (an operation's
+            # own, a fault hook's): a reproduction must send them too.
+            headers={**endpoint_headers, **request.headers} or None,
             value={"instance": instance} if instance else {},
         )
         url = self.urls[instance % len(self.urls)] + path

@@ -4,6 +4,7 @@ tell the handlers at every step.  Jepsen's ``run-case!`` then ``analyze!``."""
 from __future__ import annotations
 
 import random
+import shlex
 import shutil
 import threading
 import time
@@ -33,7 +34,7 @@ from harness._outcomes import (
 )
 from harness._parallel import run_at_once
 from harness._paths import state_dir
-from harness._reproduce import curl_for
+from harness._reproduce import curl_for, script_path
 from harness._scenario import Scenario, ScenarioContext
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
@@ -131,6 +132,10 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     return final
 
 
+def _identity(finding: Finding) -> tuple[object, ...]:
+    return (finding.property, finding.key, finding.message, finding.events)
+
+
 def _forget(workdir: Path, *, keep_parent: bool) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
     if not keep_parent:
@@ -163,21 +168,31 @@ def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, con
     context.collect_effects()
     context.client.close()
     check = judge(history.events(), target, config.retry_horizon,
-                  base_url=deployment.instances[0].direct_url)
+                  base_url=deployment.instances[0].direct_url,
+                  scripts=(config.report_dir, scenario.name) if config.report_dir else None)
     verdict = check.verdict if error is None else merge_verdicts([check.verdict, "unknown"])
     return ScenarioOutcome(scenario.name, verdict, scenario.properties, check, error,
                            history.events(), time.monotonic() - started)
 
 
 def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
-          base_url: str, properties: Sequence[str] | None = None) -> CheckResult:
-    """Check one history (against ``properties``, default all) and attach a reproduction line
-    to each finding."""
+          base_url: str, properties: Sequence[str] | None = None,
+          scripts: tuple[Path, str] | None = None) -> CheckResult:
+    """Check one history (against ``properties``, default all) and attach a reproduction to
+    each finding: with ``scripts`` (the report directory and the scenario), the command that
+    runs the finding's script there (the report writes it); else the ``curl`` line of its last
+    request, which only works while the target still runs."""
     check = check_history(events, CheckOptions.for_target(target, retry_horizon),
                           properties=properties)
     by_index = {e.index: e for e in events}
+    numbers: dict[tuple[object, ...], int] = {}
 
     def with_line(finding: Finding) -> Finding:
+        if scripts is not None:
+            directory, scenario = scripts
+            number = numbers.setdefault(_identity(finding), len(numbers) + 1)
+            script = directory / script_path(scenario, number)
+            return replace(finding, reproduce=shlex.join(["bash", str(script)]))
         invokes = [by_index[i] for i in finding.events
                    if i in by_index and by_index[i].f == "request"
                    and by_index[i].type == "invoke"]

@@ -3,6 +3,7 @@ atomically, so a run that dies half-way still leaves everything it had finished.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ from harness.reports._files import write_atomic
 from harness.reports._html import render_index
 from harness.reports._junit import render_junit
 from harness.reports._results import render_history, render_results
+from harness.reports._runview import reproduction_script
 
 __all__ = ["Renderer", "ReportDirectory", "write_report"]
 
@@ -40,7 +42,30 @@ def write_report(result: RunResult, directory: Path) -> list[str]:
             failed.append(f"{name}: {type(exc).__name__}: {exc}")
             continue
         write_atomic(directory / name, text)
+    try:
+        _write_scripts(result, directory)
+    except Exception as exc:  # as above: a script bug costs the scripts, not the run
+        failed.append(f"reproduce/: {type(exc).__name__}: {exc}")
     return failed
+
+
+def _write_scripts(result: RunResult, directory: Path) -> None:
+    """One executable reproduction per finding whose reproduction names a script; scripts of an
+    earlier run in this directory go, so none can be taken for this run's."""
+    written = set()
+    for outcome in result.outcomes:
+        for finding in outcome.findings:
+            if not finding.reproduce.endswith(".sh"):
+                continue
+            path = directory / "reproduce" / Path(shlex.split(finding.reproduce)[-1]).name
+            write_atomic(path, reproduction_script(result, outcome, finding))
+            path.chmod(0o755)
+            written.add(path.name)
+    scripts = directory / "reproduce"
+    if scripts.is_dir():
+        for stale in scripts.glob("*.sh"):
+            if stale.name not in written:
+                stale.unlink()
 
 
 class ReportDirectory:

@@ -16,12 +16,13 @@ from harness._durations import format_duration
 from harness._findings import Finding, Note, klass_of
 from harness._nemesis import FAULTS
 from harness._outcomes import RunResult, ScenarioOutcome
+from harness._reproduce import script_for
 from harness.reports._explain import KLASS_MEANING, Explanation, explain
 from harness.reports._results import requests_sent, verdict_counts
 from harness.reports._sequence import Diagram, Storyboard, sequence_diagram
 
 __all__ = ["DIAGRAMS_PER_KIND", "Cell", "FindingView", "PropertyColumn", "RunView", "ScenarioRow",
-           "counterpart", "run_view"]
+           "counterpart", "reproduction_script", "run_view"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,7 @@ class FindingView:
     diagram: Diagram | None
     faults: tuple[tuple[str, str], ...]
     elided: bool = False
+    script: str = ""  # the reproduction script's text, when the reproduction is a script
 
 
 @dataclass(frozen=True)
@@ -152,9 +154,11 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
             drawn[finding.property] += 1
             draw = drawn[finding.property] <= DIAGRAMS_PER_KIND
             diagram = board.draw(finding.events, finding=finding) if draw else None
+            script = (reproduction_script(result, outcome, finding)
+                      if finding.reproduce.endswith(".sh") else "")
             findings.append(_finding_view(anchor, outcome.name, finding,
                                           titles.get(finding.property, ""), diagram,
-                                          elided=not draw))
+                                          elided=not draw, script=script))
     findings.sort(key=lambda f: f.finding.klass != "safety")  # stable: scenario order stays
     rows = tuple(_row(outcome, columns, anchors, prefix) for outcome in result.outcomes)
     return RunView(
@@ -175,11 +179,20 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
 
 
 def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
-                  diagram: Diagram | None, *, elided: bool) -> FindingView:
+                  diagram: Diagram | None, *, elided: bool, script: str) -> FindingView:
     faults = tuple((name, FAULTS[name].summary if name in FAULTS else "")
                    for name in (diagram.faults if diagram else ()))
     return FindingView(anchor, scenario, finding, title, explain(finding.property),
-                       KLASS_MEANING[finding.klass], diagram, faults, elided=elided)
+                       KLASS_MEANING[finding.klass], diagram, faults, elided=elided,
+                       script=script)
+
+
+def reproduction_script(result: RunResult, outcome: ScenarioOutcome, finding: Finding) -> str:
+    """The script that replays ``finding`` of ``outcome`` (the report directory writes it where
+    the finding's reproduction line says; the page shows it)."""
+    return script_for(finding, outcome.events, result.target,
+                      scenario=outcome.name, seed=result.seed,
+                      base_url=result.target.url or "http://127.0.0.1:8000")
 
 
 def _row(outcome: ScenarioOutcome, columns: tuple[PropertyColumn, ...],

@@ -71,7 +71,7 @@ def test_a_flawed_server_exits_1_with_the_expected_finding(
     assert expected in {f["property"] for f in findings}
     for finding in findings:
         assert finding["class"] in ("safety", "conformance") and finding["key"]
-        assert finding["message"] and finding["reproduce"].startswith("curl ")
+        assert finding["message"] and finding["reproduce"].startswith("bash ")
     failure = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite/testcase/failure")
     assert failure is not None and expected in (failure.get("message") or "")
 
