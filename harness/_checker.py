@@ -93,9 +93,10 @@ class Registry:
         self._module = module
 
     def register(self, spec: PropertySpec) -> None:
-        if spec.id in self._specs:
+        known = self._specs.get(spec.id)
+        if known is not None and _origin(known) != _origin(spec):  # a re-import is no clash
             raise UsageError(f"property {spec.id} is already registered "
-                             f"by {self._specs[spec.id].check.__module__}")
+                             f"by {known.check.__module__}")
         self._specs[spec.id] = spec
 
     def __getitem__(self, property_id: str) -> PropertySpec:
@@ -117,6 +118,10 @@ class Registry:
 
     def specs(self) -> list[PropertySpec]:
         return [self._specs[i] for i in self.ids()]
+
+
+def _origin(spec: PropertySpec) -> tuple[str, str]:
+    return (spec.check.__module__, spec.check.__qualname__)
 
 
 PROPERTIES = Registry()

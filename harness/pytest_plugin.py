@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from harness._gate import TargetRun
 
 RUNS: pytest.StashKey[list[TargetRun]] = pytest.StashKey()
+#: Test ids of the gate's items given as arguments (``idem-harness[name]::scenario``): they name
+#: no file, so they are taken out of the paths pytest collects and select items instead.
+CHOSEN_IDS: pytest.StashKey[list[str]] = pytest.StashKey()
+ID_PREFIX = "idem-harness["
 
 MARKERS = [
     "idem: a test added by idem-harness (-m idem selects them all, -m 'not idem' none)",
@@ -67,6 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in _session.scenario_markers():
         config.addinivalue_line("markers", line)
     config.stash[RUNS] = _session.runs_for(config, files)
+    config.stash[CHOSEN_IDS] = [a for a in config.args if a.startswith(ID_PREFIX)]
+    config.args[:] = [a for a in config.args if not a.startswith(ID_PREFIX)]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -77,6 +83,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         from harness._gate import _session
 
         _session.collect(session, config.stash[RUNS], items)
+        _session.keep_chosen(config, config.stash[CHOSEN_IDS], items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

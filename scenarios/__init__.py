@@ -7,7 +7,7 @@ the reason, for the other kind of target.
 
 from __future__ import annotations
 
-from harness import Scenario, UsageError
+from harness import Scenario, Target, UsageError
 from scenarios import (
     bad_input,
     bounded_storage,
@@ -32,7 +32,7 @@ from scenarios import (
     zombie_original,
 )
 
-__all__ = ["CATALOG", "get_scenario", "scenario_names"]
+__all__ = ["CATALOG", "default_scenarios", "get_scenario", "scenario_names"]
 
 CATALOG: dict[str, Scenario] = {
     module.SCENARIO.name: module.SCENARIO
@@ -60,6 +60,16 @@ CATALOG: dict[str, Scenario] = {
         late_redelivery,
     )
 }
+
+
+def default_scenarios(target: Target) -> list[Scenario]:
+    """The catalog a run plays when no scenario is named: every scenario of the target's kind
+    (HTTP or queue consumer); the other kind's would only add rows that say n/a."""
+    from harness.consumer._scenario import ConsumerScenario
+    from harness.consumer._target import ConsumerTarget
+
+    consumer = isinstance(target, ConsumerTarget)
+    return [s for s in CATALOG.values() if isinstance(s, ConsumerScenario) == consumer]
 
 
 def scenario_names() -> list[str]:

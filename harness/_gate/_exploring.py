@@ -15,6 +15,7 @@ import pytest
 
 from harness._errors import HarnessError, ServiceUnavailable
 from harness._gate._runs import TargetRun
+from harness._gate._skips import skip_at_item
 from harness.explore import Exploration, ExploreConfig, explore, render_story, replay_line
 from harness.reports import ReportDirectory
 
@@ -45,7 +46,7 @@ class ExploreItem(pytest.Item):
             exploration = explore(config, [ReportDirectory(report_dir)])
         except ServiceUnavailable as exc:
             if not self.run.profile.require_services:
-                pytest.skip(str(exc))
+                skip_at_item(str(exc))
             raise
         if exploration.result.verdict != "pass":
             raise ExploreFailed(exploration)

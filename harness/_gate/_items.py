@@ -17,10 +17,11 @@ import pytest
 from harness._errors import ServiceUnavailable
 from harness._gate._exploring import ExploreItem
 from harness._gate._runs import RunFailed, TargetRun
+from harness._gate._skips import skip_at_item
 from harness._gate._story import render_story
 from harness._outcomes import ScenarioOutcome
 from harness._scenario import Scenario
-from scenarios import CATALOG
+from scenarios import default_scenarios
 
 __all__ = ["ScenarioFailed", "ScenarioItem", "TargetCollector", "scenario_marker"]
 
@@ -56,7 +57,7 @@ class TargetCollector(pytest.Collector):
             yield item
 
     def _scenarios(self) -> Iterator[ScenarioItem]:
-        for scenario in CATALOG.values():
+        for scenario in default_scenarios(self.run.target):
             item = ScenarioItem.from_parent(self, name=scenario.name, scenario=scenario)
             item.add_marker(pytest.mark.idem)
             item.add_marker(pytest.mark.idem_target(name=self.run.target.name))
@@ -90,10 +91,10 @@ class ScenarioItem(pytest.Item):
             if isinstance(failed.error, ServiceUnavailable) and not (
                 self.run.profile.require_services
             ):
-                pytest.skip(str(failed.error))
+                skip_at_item(str(failed.error))
             raise
         if outcome.verdict == "n/a":
-            pytest.skip(f"{outcome.name}: {outcome.reason or 'not applicable to this target'}")
+            skip_at_item(f"{outcome.name}: {outcome.reason or 'not applicable to this target'}")
         if outcome.verdict in ("fail", "unknown"):
             raise ScenarioFailed(outcome)
 

@@ -15,7 +15,7 @@ from harness._profiles import get_profile
 from harness._target import Target, load_target
 from scenarios import CATALOG
 
-__all__ = ["collect", "mark_selected", "runs_for", "scenario_markers"]
+__all__ = ["collect", "keep_chosen", "mark_selected", "runs_for", "scenario_markers"]
 
 
 def scenario_markers() -> list[str]:
@@ -67,6 +67,24 @@ def collect(session: pytest.Session, runs: list[TargetRun], items: list[pytest.I
         report = collector.ihook.pytest_make_collect_report(collector=collector)
         collector.ihook.pytest_collectreport(report=report)
         items.extend(node for node in report.result if isinstance(node, pytest.Item))
+
+
+def keep_chosen(config: pytest.Config, chosen: list[str], items: list[pytest.Item]) -> None:
+    """With gate test ids among the arguments, keep only the items they name (an id of a
+    collector, ``idem-harness[name]``, names all of its items), as pytest does for paths."""
+    if not chosen:
+        return
+    unknown = [c for c in chosen if not any(_named(item.nodeid, c) for item in items)]
+    if unknown:
+        raise pytest.UsageError(f"idem-harness: no test {', '.join(unknown)}; list them with "
+                                "--collect-only -q")
+    kept = [item for item in items if any(_named(item.nodeid, c) for c in chosen)]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
+
+
+def _named(nodeid: str, chosen: str) -> bool:
+    return nodeid == chosen or nodeid.startswith(chosen + "::")
 
 
 def mark_selected(session: pytest.Session) -> None:

@@ -107,12 +107,14 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
         seed: int | None, retry_horizon: float, postgres: bool, quiet: bool,
         reference_consumer: bool, jobs: int | None) -> None:
     """Run scenarios against a target and judge the history (exit 0 pass, 1 findings, 2 error)."""
-    from scenarios import CATALOG, get_scenario
+    from harness.consumer._scenario import ConsumerScenario
+    from scenarios import CATALOG, default_scenarios, get_scenario
 
     if reference_consumer:
         from harness.consumer import run_reference_consumer
 
-        chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
+        chosen = [get_scenario(n) for n in scenario_names] or [
+            s for s in CATALOG.values() if isinstance(s, ConsumerScenario)]
         sys.exit(run_reference_consumer(
             chosen, other_target=bool(target_file or reference), store=store, flaw=flaw,
             postgres=postgres, report_dir=report_dir or default_report_dir(), seed=seed,
@@ -120,8 +122,8 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
     if postgres and (store or not reference):
         raise UsageError("--postgres starts the reference server on PostgreSQL: give it with "
                          "--reference, and without --store (or give --store postgresql://...)")
-    chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
-    choose_target(target_file, reference, store, flaw)  # usage errors before PostgreSQL starts
+    named = [get_scenario(n) for n in scenario_names]
+    chosen = named or default_scenarios(choose_target(target_file, reference, store, flaw))
     with ExitStack() as stack:
         server = stack.enter_context(start_postgres()) if postgres else None
         if server is not None:

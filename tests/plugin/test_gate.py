@@ -7,14 +7,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from scenarios import CATALOG
+from harness import load_target
+from scenarios import default_scenarios
 from tests.plugin.conftest import flawed_reference
 
 #: The tests a target gets: one per scenario, and the explorer's.
-TESTS = len(CATALOG) + 1
+TESTS = len(default_scenarios(load_target("reference"))) + 1
 
 
 def test_without_its_options_the_plugin_adds_nothing(pytester: pytest.Pytester) -> None:
@@ -66,8 +68,8 @@ def test_a_finding_fails_with_its_story_and_a_missing_hook_skips(gate: pytest.Py
         '    state = IdempotencyMachine(target="reference-no-body-hash")',
         "    state.send(key=k1, body=b1) * -> 201 *",
         "*state.teardown()",
-        "  reproduce: curl -i -X POST *",
-        "SKIPPED*reference-no-body-hash.toml: late-retry: *lacks a clock hook*",
+        "  reproduce: bash *reproduce/key-reuse-*.sh",
+        "SKIPPED*reference-no-body-hash.toml: late-retry: *lacks a clock the harness can move*",
     ])
 
 
@@ -80,6 +82,18 @@ def test_a_missing_service_skips_in_dev_and_fails_in_ci(
                             "-m", "idem_missing_key")
     result.assert_outcomes(**{outcome: 1}, deselected=TESTS - 1)
     result.stdout.fnmatch_lines(["*Toxiproxy is unavailable*"])
+    result.stdout.no_fnmatch_line("*_gate*")  # a skip is the target's, not the plugin's line
+
+
+def test_a_printed_test_id_can_be_passed_back(gate: pytest.Pytester, tmp_path: Path) -> None:
+    listed = gate.runpytest("--idem-reference", "--collect-only", "-q")
+    chosen = next(line for line in listed.stdout.lines if line.endswith("::missing-key"))
+    result = gate.runpytest_subprocess("--idem-reference", chosen, "-v",
+                                       f"--idem-report-dir={tmp_path / 'out'}")
+    result.assert_outcomes(passed=1, deselected=TESTS - 1)
+    result.stdout.fnmatch_lines([f"rootdir: {gate.path}"])  # the report dir elsewhere moves nothing
+    wrong = gate.runpytest("--idem-reference", chosen.replace("missing-key", "nope"))
+    assert wrong.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_a_bad_target_file_or_profile_is_a_usage_error(gate: pytest.Pytester) -> None:
@@ -94,13 +108,13 @@ def test_a_bad_target_file_or_profile_is_a_usage_error(gate: pytest.Pytester) ->
 
 def test_the_explorer_is_one_more_test_with_a_budget(gate: pytest.Pytester) -> None:
     listed = gate.runpytest("--idem-reference", "--idem-explore-examples=0", "--collect-only")
-    listed.stdout.fnmatch_lines([f"*{len(CATALOG)} tests collected*"])
+    listed.stdout.fnmatch_lines([f"*{TESTS - 1} tests collected*"])
     result = gate.runpytest_subprocess("--idem-reference", "--idem-explore-examples=2",
                                        "--idem-seed=1", "--idem-report-dir=out",
                                        "-m", "idem_explore")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, result.stdout.str()
-    assert outcomes["deselected"] == len(CATALOG)
+    assert outcomes["deselected"] == TESTS - 1
     saved = json.loads((gate.path / "out" / "reference-server" / "explore" / "results.json")
                        .read_text())
     assert saved["extra"]["explore"]["max_examples"] == 2
