@@ -409,8 +409,13 @@ def _difference(original: Attempt, reuse: Attempt) -> str:
 
 
 @prop("P5", "a retry while the original runs gets 409 (or waits for the replay)")
-def in_flight_retry(view: View, options: CheckOptions) -> Iterator[Finding]:
+def in_flight_retry(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     promises = options.promises
+    if promises.in_progress == "conflict" and promises.in_progress_status != DRAFT_IN_PROGRESS \
+            and any(a.status == promises.in_progress_status for a in view.attempts):
+        yield Note("P5", None, f"the target promises {promises.in_progress_status} for a key "
+                               f"still in progress where the IETF draft says "
+                               f"{DRAFT_IN_PROGRESS}")
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
         for later in attempts:

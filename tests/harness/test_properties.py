@@ -157,6 +157,17 @@ def test_p4_notes_a_promised_status_that_departs_from_the_draft() -> None:
 # ---- P5 ---------------------------------------------------------------------------------
 
 
+def test_p5_notes_a_promised_in_progress_status_that_departs_from_the_draft() -> None:
+    story = Story()
+    first = story.invoke("k1")
+    story.attempt("k1", 423, attempt=2, headers={"retry-after": "1"})
+    story.answer(first, 201, resource="ch_1")
+    promises = REFERENCE_PROMISES.model_copy(update={"in_progress_status": 423})
+    result = story.check("P5", promises=promises)
+    assert result.results["P5"].verdict == "pass"
+    assert any("IETF draft says 409" in n.message for n in result.notes)
+
+
 def test_p5_holds_for_409_with_retry_after_while_in_flight() -> None:
     story = Story()
     original = story.invoke("k1")
