@@ -69,7 +69,8 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             yield Finding(
                 "P1", shown,
                 f"{effects.count} charges for key {shown} where at most {allowed} may exist"
-                f"{expiry}: {_story(attempts, view)}. {_how_it_ran_twice(view, attempts)}",
+                f"{expiry}: {_story(attempts, view)}. "
+                f"{_how_it_ran_twice(view, attempts, options.promises.lease)}",
                 view.evidence(attempts, effects.index),
             )
         elif allowed > 1 and effects.count and effects.count > 1:
@@ -79,16 +80,24 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                        "which the contract allows")
 
 
-def _how_it_ran_twice(view: View, attempts: list[Attempt]) -> str:
+def _how_it_ran_twice(view: View, attempts: list[Attempt], lease: float | None) -> str:
     """Why a key was charged more than once, told from the evidence alone: copies that ran at
-    the same time, a retry that ran after an answer was stored, or a request the server died
-    in and ran again; silent about what the history cannot show."""
+    the same time, a late original that committed after a retry took its expired lease over,
+    a retry that ran after an answer was stored, or a request the server died in and ran
+    again; silent about what the history cannot show."""
     executed = [a for a in attempts if a.ok and a.resource]
     resources = {a.resource for a in executed}
     if len(resources) > 1:
         first_of = {r: min((a for a in executed if a.resource == r), key=lambda a: a.start)
                     for r in resources}
         runs = sorted(first_of.values(), key=lambda a: a.start)
+        if lease is not None and any(
+                b.invoke.time < a.end_time and b.start - a.start > lease
+                and b.end_time < a.end_time for a, b in pairwise(runs)):
+            return ("The original was still running past its lease of "
+                    f"{format_duration(lease)}: a retry took the key over and charged, then "
+                    "the late original committed its own charge too; its commit did not check "
+                    "that the claim was still its own.")
         if any(b.invoke.time < a.end_time for a, b in pairwise(runs)):
             return ("Copies of the request that ran at the same time were each executed: the "
                     "key was not claimed atomically before the work began.")
