@@ -17,6 +17,7 @@ about), never from a judgement of this module's own.  It lays out; ``sequence.sv
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -313,8 +314,16 @@ def _commits(context: _Context, identity: Identity) -> list[_Commit]:
                   and (a.completion is None or a.completion.error != "connect")]
     if orphans and len(orphans) == len(unanswered):
         commits += [_Commit(a, r, inferred=True) for a, r in zip(unanswered, orphans, strict=True)]
-    commits.sort(key=lambda c: c.attempt.end_time if c.attempt.completion
-                 else c.attempt.invoke.time)
+    # A charge was made before the first answer that names it, even a replay that reached its
+    # client before the committing request's own answer did.
+    first_named: dict[str, float] = {}
+    for attempt in attempts:
+        if attempt.ok and attempt.resource:
+            first_named[attempt.resource] = min(first_named.get(attempt.resource, math.inf),
+                                                attempt.end_time)
+    commits.sort(key=lambda c: min(
+        c.attempt.end_time if c.attempt.completion else c.attempt.invoke.time,
+        first_named.get(c.resource or "", math.inf)))
     return [_Commit(c.attempt, c.resource, c.inferred, n) for n, c in enumerate(commits, 1)]
 
 
@@ -337,6 +346,13 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
         if invoke in present and heal in present:
             released.setdefault(heal, []).append(invoke)
     deferred = {invoke for invokes in released.values() for invoke in invokes}
+    named = {c.resource: c for c in commits.values() if c.resource}
+    drawn: set[int] = set()  # committing invokes whose commit row is drawn
+
+    def commit_once(commit: _Commit | None, elapsed: float) -> None:
+        if commit is not None and commit.attempt.invoke.index not in drawn:
+            drawn.add(commit.attempt.invoke.index)
+            rows.append(_commit_row(commit, rows, elapsed, marks))
 
     def add(kind: str, event: Event, *, highlight: bool = False, lines: tuple[Line, ...] = (),
             crosses: tuple[float, ...] = (), labels: tuple[Label, ...] = (),
@@ -364,13 +380,15 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             attempt = context.by_invoke.get(event.index)
             if commit and attempt and (attempt.completion is None
                                        or attempt.completion.index not in marks.present):
-                rows.append(_commit_row(commit, rows, event.time - start, marks))
+                commit_once(commit, event.time - start)
         elif event.f == "request":
             attempt = context.by_completion.get(event.index)
-            commit = (commits.get(attempt.invoke.index)
-                      if attempt and attempt.invoke.index not in deferred else None)
-            if commit is not None:
-                rows.append(_commit_row(commit, rows, event.time - start, marks))
+            # The charge this answer names, drawn before it if no earlier row has drawn it.
+            earlier = named.get(event.resource) if event.resource else None
+            if earlier is not None and earlier.attempt.invoke.index not in deferred:
+                commit_once(earlier, event.time - start)
+            if attempt and attempt.invoke.index not in deferred:
+                commit_once(commits.get(attempt.invoke.index), event.time - start)
             who = _who(event, several=several, processes=len(processes) > 1)
             shape = _answer(event, who, context, attempt)
             add(shape.kind, event, highlight=event.index in marks.answers, lines=shape.lines,
@@ -386,8 +404,7 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             if event.index in released:
                 rows.append(_release_row(released[event.index], rows, event.time - start))
                 for invoke in released[event.index]:
-                    if invoke in commits:
-                        rows.append(_commit_row(commits[invoke], rows, event.time - start, marks))
+                    commit_once(commits.get(invoke), event.time - start)
         elif event.f == "crash":
             add("crash", event, boxes=(_box("server", f"crash ({event.value.get('how', '?')})",
                                             bolt=True),))
