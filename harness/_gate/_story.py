@@ -4,8 +4,11 @@ Hypothesis prints a failing state machine as the program that reproduces it
 (``state = ...``, ``state.rule(...)``); a finding is printed the same way, from exactly the events
 the checker cited as its evidence and nothing else.  Repetition is folded: copies sent at once
 become one ``send_concurrently`` line, and identical retries with the same answer one ``retry``
-line with a count.  Values (keys, bodies, tenants) are named once, at the top.  The story only
-renders; the judgement, and which step mattered, are the checker's.
+line with a count.  Values (keys, bodies, tenants) are named once, at the top: a key by its value,
+however the header spelled it (an sf-string is quoted on the wire), so one key is one variable.
+A request's own headers (the slow or crash hook that made the story happen) are part of its
+line, so the story reproduces as written, and it ends with the ledger's final count for each key
+it tells.  The story only renders; the judgement, and which step mattered, are the checker's.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness._client import encode_key
 from harness._findings import Finding
 from harness._history import Event
+from harness._hook_words import hooks_told, own_headers
 from harness._target import Target
 
 __all__ = ["render_story"]
@@ -31,7 +36,8 @@ class _Attempt:
 
     def signature(self) -> tuple[object, ...]:
         i = self.invoke
-        return (i.key_header, i.tenant, i.body, i.method, i.path)
+        return (i.key_header, i.tenant, i.body, i.method, i.path,
+                tuple(sorted((i.headers or {}).items())))
 
     def answer(self) -> str:
         done = self.completion
@@ -49,15 +55,28 @@ class _Names:
         self.lines: list[str] = []
         self._given: dict[tuple[str, str], str] = {}
 
-    def of(self, prefix: str, value: str, shown: str | None = None) -> str:
-        """The name of ``value``, declared (as ``shown``, else quoted) on first use."""
+    def of(self, prefix: str, value: str, shown: str | None = None, note: str = "") -> str:
+        """The name of ``value``, declared (as ``shown``, else quoted, with ``note`` as its
+        comment) on first use."""
         name = self._given.get((prefix, value))
         if name is None:
             name = f"{prefix}{sum(1 for p, _ in self._given if p == prefix) + 1}"
             self._given[(prefix, value)] = name
             literal = shown if shown is not None else repr(value)
-            self.lines.append(f"{name} = {literal}")
+            declaration = f"{name} = {literal}"
+            self.lines.append(_with_comment(declaration, note) if note else declaration)
         return name
+
+    def key(self, key: str, wire: str | None, target: Target) -> str:
+        """The one name of ``key``, whichever event mentions it; the comment says how the
+        header spelled it when that is not the value itself (an sf-string, say)."""
+        spelled = wire if wire is not None and wire != key else None
+        note = ""
+        if spelled is not None:
+            syntax = target.key.syntax
+            how = f", an {syntax}" if spelled == encode_key(key, syntax) else ""
+            note = f"sent as {spelled}{how}"
+        return self.of("k", key, note=note)
 
 
 def _body_literal(body: str) -> str:
@@ -71,14 +90,18 @@ def _body_literal(body: str) -> str:
     return body if "\n" not in body else repr(body)
 
 
+def _key_arg(invoke: Event, target: Target, names: _Names) -> str:
+    if invoke.key is None and invoke.key_header is None:
+        return "key=None"
+    if invoke.key is None:  # only the header is known: its spelling is the value
+        return "key=" + names.of("k", str(invoke.key_header))
+    return "key=" + names.key(invoke.key, invoke.key_header, target)
+
+
 def _call(attempt: _Attempt, target: Target, names: _Names, *, tenants: bool) -> list[str]:
-    """The arguments that say which request this was."""
+    """The arguments that say which request this was, its own headers included."""
     invoke = attempt.invoke
-    args = []
-    if invoke.key_header is None:
-        args.append("key=None")
-    else:
-        args.append("key=" + names.of("k", invoke.key_header))
+    args = [_key_arg(invoke, target, names)]
     if tenants and invoke.tenant is not None:
         args.append("tenant=" + names.of("t", invoke.tenant))
     if invoke.body is not None:
@@ -87,7 +110,15 @@ def _call(attempt: _Attempt, target: Target, names: _Names, *, tenants: bool) ->
         args.append(f"method={invoke.method!r}")
     if invoke.path and invoke.path != target.endpoint.path:
         args.append(f"path={invoke.path!r}")
+    own = own_headers(invoke, target)
+    if own:
+        args.append(f"headers={json.dumps(own, ensure_ascii=False)}")
     return args
+
+
+def _hooks_used(attempt: _Attempt, target: Target) -> str:
+    """``, its handler slowed by 1200 ms`` for a comment; empty without a hook."""
+    return "".join(f", {words}" for words in hooks_told(attempt.invoke, target))
 
 
 def _with_comment(code: str, comment: str) -> str:
@@ -105,8 +136,9 @@ def _batch_lines(batch: list[_Attempt], target: Target, names: _Names, *,
         for attempt in batch:
             answers[attempt.answer()] = answers.get(attempt.answer(), 0) + 1
         summary = ", ".join(a if n == 1 else f"{a} x{n}" for a, n in answers.items())
+        hooks = _hooks_used(first, target)
         return [_with_comment(f"state.send_concurrently({args}, copies={len(batch)})",
-                              f"-> {summary}")]
+                              f"{hooks[2:]}: " * bool(hooks) + f"-> {summary}")]
     lines = []
     for position, attempt in enumerate(batch):
         verb = "send" if (attempt.invoke.attempt or 1) == 1 else "retry"
@@ -114,11 +146,12 @@ def _batch_lines(batch: list[_Attempt], target: Target, names: _Names, *,
         label = f", {attempt.invoke.label}" if attempt.invoke.label else ""
         running = " (while the request above still runs)" if position else ""
         lines.append(_with_comment(f"state.{verb}({args})", f"attempt {attempt.invoke.attempt}"
-                                   f"{label}{running} -> {attempt.answer()}"))
+                                   f"{label}{_hooks_used(attempt, target)}{running} "
+                                   f"-> {attempt.answer()}"))
     return lines
 
 
-def _nemesis_line(event: Event, names: _Names) -> str | None:
+def _nemesis_line(event: Event, names: _Names, target: Target) -> str | None:
     value = event.value
     if event.f in ("fault", "heal"):
         return f"state.{event.f}({json.dumps(str(value.get('fault')))})"
@@ -129,7 +162,7 @@ def _nemesis_line(event: Event, names: _Names) -> str | None:
     if event.f == "clock":
         return f"state.advance_clock(seconds={value.get('seconds')})"
     if event.f == "effects":
-        key = "None" if event.key is None else names.of("k", event.key)
+        key = "None" if event.key is None else names.key(event.key, None, target)
         if event.type != "ok":
             return _with_comment(f"state.charges(key={key})", f"unknown: {event.error}")
         ids = value.get("ids")
@@ -164,6 +197,45 @@ def _fold_retries(batches: list[list[_Attempt]], lines: list[str],
     return True
 
 
+def _in_background(cited: Sequence[Event], completions: dict[int, Event]) -> set[int]:
+    """The ops of lone requests that were still running when a later step of the story
+    happened (a clock jump, another request's answer): the story starts them in the background
+    and waits for them where their answer came, so it reads in the order things happened."""
+    shown = {e.index for e in cited}
+    ops = set()
+    for position, event in enumerate(cited):
+        if event.f != "request" or event.type != "invoke":
+            continue
+        done = completions.get(event.op)
+        alone = ((position == 0 or cited[position - 1].type != "invoke"
+                  or cited[position - 1].f != "request")
+                 and (position + 1 == len(cited) or cited[position + 1].type != "invoke"
+                      or cited[position + 1].f != "request"))
+        if alone and done is not None and done.index in shown and any(
+                e.index < done.index for e in cited[position + 1:]
+                if e.index != done.index):
+            ops.add(event.op)
+    return ops
+
+
+def _background_line(name: str, attempt: _Attempt, target: Target, names: _Names, *,
+                     tenants: bool) -> str:
+    args = ", ".join(_call(attempt, target, names, tenants=tenants))
+    label = f", {attempt.invoke.label}" if attempt.invoke.label else ""
+    return _with_comment(f"{name} = state.send_in_background({args})",
+                         f"attempt {attempt.invoke.attempt}{label}"
+                         f"{_hooks_used(attempt, target)}")
+
+
+def _final_counts(cited: Sequence[Event], events: Sequence[Event]) -> list[Event]:
+    """The ledger's last count for each key the story sends and does not count already: a
+    story ends with how many charges its keys made."""
+    told = [e.identity for e in cited if e.f == "request" and e.key is not None]
+    counted = {e.identity for e in cited if e.f == "effects"}
+    last = {e.identity: e for e in events if e.f == "effects"}
+    return [last[i] for i in dict.fromkeys(told) if i not in counted and i in last]
+
+
 def render_story(finding: Finding, events: Sequence[Event], target: Target) -> str:
     """The steps behind ``finding`` as Hypothesis-style lines; empty when it cites no events."""
     by_index = {e.index: e for e in events}
@@ -187,16 +259,35 @@ def render_story(finding: Finding, events: Sequence[Event], target: Target) -> s
                 # One entry per line, so a retry folds into the line it follows.
                 batches.extend([[a] for a in batch] if len(lines) > 1 else [batch])
 
+    background = _in_background(cited, completions)
+    waiting: dict[int, str] = {}  # op -> the name of a request sent in the background
     for event in cited:
         if event.f == "request" and event.type == "invoke":
-            pending.append(_Attempt(event, completions.get(event.op)))
+            attempt = _Attempt(event, completions.get(event.op))
+            if event.op not in background:
+                pending.append(attempt)
+                continue
+            flush()
+            waiting[event.op] = f"o{len(waiting) + 1}"
+            steps.append(_background_line(waiting[event.op], attempt, target, names,
+                                          tenants=tenants))
+            batches.append([])
             continue
         flush()
-        if event.f != "request":
-            line = _nemesis_line(event, names)
+        if event.f == "request" and event.op in waiting:
+            done = _Attempt(event, event)
+            steps.append(_with_comment(f"state.wait({waiting[event.op]})",
+                                       f"-> {done.answer()}"))
+            batches.append([])
+        elif event.f != "request":
+            line = _nemesis_line(event, names, target)
             if line is not None:
                 steps.append(line)
                 batches.append([])
     flush()
+    for count in _final_counts(cited, events):
+        line = _nemesis_line(count, names, target)
+        if line is not None:
+            steps.append(line)
     header = f"state = IdempotencyMachine(target={json.dumps(target.name)})"
     return "\n".join([header, *names.lines, *steps, "state.teardown()"])
