@@ -22,7 +22,9 @@ def not_exercised(view: View, *, chaos: str, schedule: Sequence[Window],
     """Each way the run fell short of testing what it was asked to; empty when it did not."""
     reasons = []
     keys = view.keyed()
-    if keys and all(len(attempts) == 1 for _, attempts in keys):
+    if not keys:
+        reasons.append("no charge was sent, so nothing was judged")
+    elif all(len(attempts) == 1 for _, attempts in keys):
         reasons.append(
             f"no key of the {len(keys)} was sent more than once (no retry, no double submit, "
             "no reuse), so no request tested the idempotency layer; a server without one "
