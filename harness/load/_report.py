@@ -35,7 +35,7 @@ def render_load_json(result: LoadResult) -> str:
         "fault_windows": result.fault_windows,
         "cpu": result.cpu.to_json(),
         "schedule": [asdict(window) for window in result.schedule],
-        "settings": result.settings,
+        "settings": {"target": result.run.target.name, **result.settings},
         "problems": list(result.problems),
         "not_exercised": list(result.not_exercised),
     }

@@ -91,6 +91,8 @@ class LoadSection:
     figures: tuple[tuple[str, str], ...]
     timeline: tuple[LoadPoint, ...]
     fault_windows: tuple[FaultWindow, ...]
+    #: How the run was set up (users, duration, chaos, seed...), so its figures can be read.
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +209,8 @@ def _number(value: Any) -> float:
 
 
 def parse_load(data: Any) -> LoadSection:
-    """``load.json``: ``figures``, a ``timeline`` of points and the ``fault_windows``."""
+    """``load.json``: ``figures``, a ``timeline`` of points, the ``fault_windows`` and the
+    ``settings`` (an option left unset is left out)."""
     load = _object(data, "load.json")
     figures = tuple(_flatten(_object(load.get("figures", {}), "figures")))
     timeline = tuple(
@@ -219,7 +222,10 @@ def parse_load(data: Any) -> LoadSection:
         FaultWindow(float(w["start"]), float(w["end"]), str(w.get("fault", "fault")))
         for w in (_object(window, "a fault window") for window in load.get("fault_windows", []))
     )
-    return LoadSection(figures, tuple(sorted(timeline, key=lambda p: p.t)), windows)
+    settings = tuple((name.replace("_", " "), _text(value))
+                     for name, value in _object(load.get("settings", {}), "settings").items()
+                     if value is not None)
+    return LoadSection(figures, tuple(sorted(timeline, key=lambda p: p.t)), windows, settings)
 
 
 def parse_story(data: Any) -> StorySection:
