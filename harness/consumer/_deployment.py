@@ -8,6 +8,7 @@ evidence.  Processes are ``ManagedProcess``es like an HTTP target's: started, ki
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
@@ -32,6 +33,9 @@ from harness.consumer._amqp import AmqpClient, QueueState
 from harness.consumer._target import ConsumerTarget
 
 __all__ = ["ConsumerDeployment", "ConsumerInstance"]
+
+#: Seconds between two looks at the broker's consumer count while a consumer starts.
+_READY_POLL = 0.05
 
 
 @dataclass
@@ -138,9 +142,8 @@ class ConsumerDeployment:
             ready_url = f"http://{start.host}:{port}{start.ready_path}"
         elif start.ready == "tcp":
             ready_port = (start.host, port)
-        else:  # ready when the broker reports it: the proxy accepts at once, then we ask
-            proxy_host, _, proxy_port = proxy.listen.rpartition(":")
-            ready_port = (proxy_host, int(proxy_port))
+        else:  # ready when the broker counts it: the harness answers on {port} then (_launch)
+            ready_port = (start.host, port)
         process = ManagedProcess(
             f"consumer {self.target.name}#{number}",
             [str(render_template(part, values)) for part in start.command],
@@ -158,29 +161,42 @@ class ConsumerDeployment:
         return instance
 
     def _launch(self, instance: ConsumerInstance) -> None:
-        """Start the process and wait until it is ready: its own readiness check, and for
-        ``ready = "queue"`` the broker counting every connected consumer on the queue."""
-        with self._process_lock:
-            instance.process.start()
-        if self.target.start.ready == "queue":
-            others = [i for i in self.instances if i is not instance]
-            connected = 1 + sum(1 for i in others
-                                if i.process.running() and i.number not in self.cut_off)
-            self.wait_for_consumers(connected, process=instance.process)
+        """Start the process and wait until it is ready: its own readiness check, or for
+        ``ready = "queue"`` the broker counting every connected consumer on the queue.
 
-    def wait_for_consumers(self, count: int, *, process: ManagedProcess | None = None,
-                           timeout: float | None = None) -> QueueState:
+        A process start waits on a port that must be closed before and open after; a consumer
+        with no port of its own (a Celery worker) gets one the harness opens itself, once the
+        broker counts the consumer, so a consumer that exits or never consumes fails the start
+        like any other."""
+        if self.target.start.ready != "queue":
+            with self._process_lock:
+                instance.process.start()
+            return
+        others = [i for i in self.instances if i is not instance]
+        connected = 1 + sum(1 for i in others
+                            if i.process.running() and i.number not in self.cut_off)
+        assert instance.port is not None
+        with (_OpensWhenConsuming(self, connected, (self.target.start.host, instance.port)),
+              self._process_lock):
+            try:
+                instance.process.start()
+            except ServiceUnavailable as exc:  # the port is ours: say what it stood for
+                state = self.amqp.queue_state(self.queue)
+                raise ServiceUnavailable(
+                    exc.service, f"{exc.reason.replace('ready', 'consuming')}; the broker "
+                    f"counts {state.consumers} consumer(s) on queue {self.queue!r}, not "
+                    f"{connected}",
+                    f"check that the consumer reads the queue it is given ({{queue}}) from the "
+                    f"broker at {{amqp_url}} ({exc.fix}); see {self.workdir}") from exc
+
+    def wait_for_consumers(self, count: int, *, timeout: float | None = None) -> QueueState:
+        """Wait until the broker counts ``count`` consumers on the queue (after a reconnect)."""
         deadline = time.monotonic() + (timeout or self.target.start.ready_timeout)
         state = self.amqp.queue_state(self.queue)
         while not (state.exists and state.consumers >= count):
-            if process is not None and not process.running():
-                raise ServiceUnavailable(
-                    process.name, "it exited before it consumed from queue "
-                    f"{self.queue!r}; its last output lines:\n{process.log_tail()}",
-                    f"run the command by hand to see why: {' '.join(process.command)}")
             if time.monotonic() > deadline:
                 raise ServiceUnavailable(
-                    process.name if process else f"consumers of {self.target.name}",
+                    f"consumers of {self.target.name}",
                     f"the broker counts {state.consumers} consumer(s) on queue "
                     f"{self.queue!r}, not {count}, after "
                     f"{timeout or self.target.start.ready_timeout:g} s",
@@ -320,3 +336,37 @@ class ConsumerDeployment:
         if hook is None:
             raise UsageError(f"target {self.target.name} has no cleanup hook")
         self.hook(hook.method, hook.path)
+
+
+class _OpensWhenConsuming:
+    """A loopback port that starts listening once the broker counts ``count`` consumers on the
+    deployment's queue: the readiness signal of a consumer with no port of its own.  Closed on
+    exit, whether the consumer came up or not."""
+
+    def __init__(self, deployment: ConsumerDeployment, count: int,
+                 address: tuple[str, int]) -> None:
+        self._deployment = deployment
+        self._count = count
+        self._address = address
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="consumer-ready", daemon=True)
+        self._listener: socket.socket | None = None
+
+    def __enter__(self) -> _OpensWhenConsuming:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        self._thread.join()
+        if self._listener is not None:
+            self._listener.close()
+
+    def _watch(self) -> None:
+        amqp, queue = self._deployment.amqp, self._deployment.queue
+        while not self._done.wait(_READY_POLL):
+            with suppress(ServiceError):
+                state = amqp.queue_state(queue)
+                if state.exists and state.consumers >= self._count:
+                    self._listener = socket.create_server(self._address)
+                    return
