@@ -8,6 +8,7 @@ demo adds a narrator and a page, and judges nothing: the checker's findings are 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from harness._errors import UsageError
-from harness._findings import Finding
+from harness._findings import Finding, klass_of
 from harness._outcomes import RunResult
 from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
@@ -27,6 +28,7 @@ from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.demo._modes import FailureMode
 from harness.demo._narrator import Narrator
 from harness.reports import Lesson, ReportDirectory, render_lesson_html, write_atomic
+from harness.reports._console import unknown_reason
 
 __all__ = ["DemoResult", "run_demo"]
 
@@ -100,7 +102,7 @@ def _run(target: Target, scenario: Scenario, report_dir: Path, seed: int,
          toxiproxy: ToxiproxyServer, console: Console) -> RunResult:
     config = RunConfig(target=target, scenarios=[scenario], report_dir=report_dir, seed=seed,
                        toxiproxy=toxiproxy)
-    narrator = Narrator(console, replay_marker=target.promises.replay_marker)
+    narrator = Narrator(console, target=target)
     return run_scenarios(config, [narrator, ReportDirectory(report_dir)])
 
 
@@ -119,20 +121,49 @@ def _introduce(console: Console, mode: FailureMode, scenario: Scenario) -> None:
 
 
 def _conclude(console: Console, result: DemoResult) -> None:
+    """Both runs as the run report counts them (every property found, safety first), then
+    what the flaw is known to break and whether this run showed it."""
     console.rule("what it showed")
-    caught = sorted({f.property for f in result.caught}, key=lambda p: int(p[1:]))
-    flawed = Text("with the flaw: ", style="bold") + Text(
-        result.flawed.verdict.upper(), style="bold red" if result.flawed.verdict == "fail"
-        else "bold green")
-    flawed.append(f"  caught as {', '.join(caught)} ({len(result.flawed.findings)} findings)"
-                  if caught else "  the flaw was not caught as what it breaks "
-                  f"({', '.join(result.mode.flaw.properties)})")
-    fixed = Text("with the fix:  ", style="bold") + Text(
-        result.fixed.verdict.upper(), style="bold green" if result.fixed.verdict == "pass"
-        else "bold red")
-    if result.fixed.findings:
-        found = ", ".join(sorted({f.property for f in result.fixed.findings}))
-        fixed.append(f"  the correct server has findings too: {found}")
-    console.print(flawed)
-    console.print(fixed)
+    console.print(_counted("with the flaw: ", result.flawed))
+    known = result.mode.flaw.properties
+    caught = {f.property for f in result.caught}
+    shown = Text(f"  {result.mode.name} breaks {_listed(known)}: ", style="dim")
+    if caught:
+        shown.append(f"caught as {_listed([p for p in known if p in caught])}", style="bold")
+        missed = [p for p in known if p not in caught]
+        if missed:
+            shown.append(f"; {_listed(missed)} not seen in this run", style="dim")
+    else:
+        shown.append("not caught as any of them in this run", style="bold red")
+    console.print(shown)
+    console.print(_counted("with the fix:  ", result.fixed))
     console.print(Text("report: ", style="bold") + Text(str(result.page)))
+
+
+def _counted(label: str, run: RunResult) -> Text:
+    """``with the flaw: FAIL · 3 findings: P1 safety x2, P2 safety x1``."""
+    style = {"pass": "bold green", "fail": "bold red"}.get(run.verdict, "bold yellow")
+    line = Text(label, style="bold") + Text(run.verdict.upper(), style=style)
+    count = len(run.findings)
+    line.append(f" · {count} finding{'' if count == 1 else 's'}")
+    by_property: dict[str, int] = {}
+    for finding in run.findings:
+        by_property[finding.property] = by_property.get(finding.property, 0) + 1
+    ordered = sorted(by_property, key=lambda p: (klass_of(p) != "safety", int(p[1:])))
+    if ordered:
+        line.append(": ")
+        for position, prop in enumerate(ordered):
+            line.append(", " if position else "")
+            line.append(f"{prop} {klass_of(prop)} x{by_property[prop]}",
+                        style="red" if klass_of(prop) == "safety" else "yellow")
+    for reason in _unknown_reasons(run):
+        line.append(f"\n  unknown: {reason}", style="yellow")
+    return line
+
+
+def _unknown_reasons(run: RunResult) -> list[str]:
+    return [f"{o.name}: {unknown_reason(o)}" for o in run.outcomes if o.verdict == "unknown"]
+
+
+def _listed(properties: Sequence[str]) -> str:
+    return ", ".join(properties) if properties else "nothing the checker names"

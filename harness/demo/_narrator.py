@@ -1,9 +1,16 @@
 """Telling a run as it happens: one line per step, in the words of the seed's story.
 
-A handler over the run's event stream, like every report: requests sent, charges committed,
-responses lost at Toxiproxy, retries, replays, a second charge, the ledger's count, and then the
-checker's verdict.  It states what the history records and never judges; whether a second charge
-breaks a property is the checker's word, printed when the scenario ends.
+A handler over the run's event stream, like every report: requests sent, charges made, responses
+lost at Toxiproxy, retries, replays, a second charge, the ledger's count, and then the checker's
+verdict.  It states what the history records and never judges; whether a second charge breaks a
+property is the checker's word, printed when the scenario ends.
+
+The history records each answer when its client read it, which is not always the order the
+server did things in.  So the narrator tells the server's order where the evidence shows it:
+a replay of a charge whose own answer has not arrived yet waits for that answer (the server
+made the charge before it could replay it), and a request that lost its connection because the
+server died is told after the death.  A 409 is told as what it is: the original still running
+only while a request with that key is still waiting for its answer.
 """
 
 from __future__ import annotations
@@ -18,37 +25,60 @@ from rich.text import Text
 
 from harness._durations import format_duration
 from harness._history import Event
+from harness._hook_words import hooks_told
 from harness._nemesis import FAULTS
 from harness._outcomes import RunEvent, RunStarted, ScenarioFinished, ScenarioStarted, Step
-from harness._target import ReplayMarker
+from harness._target import ReplayMarker, Target
 from harness.reports._explain import explain
 from harness.reports._sequence import BLOCKING
 
 __all__ = ["Narrator"]
 
+Identity = tuple[str | None, str | None]
+
 _MEANING = {
-    409: "the original is still running; come back shortly",
     422: "refused: this key belongs to a different request",
     400: "refused",
 }
 
 
 class Narrator:
-    """Prints each step of a run as it happens; ``replay_marker`` names the target's replay
-    mark, so a replay can be told from a fresh execution."""
+    """Prints each step of a run as it happens.  ``target`` (the target file the run uses)
+    tells it the replay mark, the promised lease and retention and the hooks, so a replay is
+    told from a fresh execution and a held key from a running one; ``replay_marker`` alone
+    does for a history without a target."""
 
-    def __init__(self, console: Console, *, replay_marker: ReplayMarker | None = None) -> None:
+    def __init__(self, console: Console, *, replay_marker: ReplayMarker | None = None,
+                 target: Target | None = None) -> None:
         self.console = console
-        self.replay_marker = replay_marker
+        self.target = target
+        promises = target.promises if target is not None else None
+        self.replay_marker = replay_marker or (promises.replay_marker if promises else None)
+        self.lease = promises.lease if promises else None
+        self.retention = promises.retention if promises else None
+        self.in_progress = promises.in_progress_status if promises else 409
         self._lock = threading.Lock()
         self._reset()
 
     def _reset(self) -> None:
         self._aliases: dict[str, str] = {}
         self._tenants: set[str] = set()
-        self._charges: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
+        # Arrival: what is in flight, and what waits to be told in the server's order.
+        self._running: dict[int, Event] = {}  # op -> the invoke still waiting for its answer
+        self._lost: Event | None = None  # an answer that never came, until the next event
+        self._early: dict[Identity, list[Event]] = defaultdict(list)  # replays before commits
+        self._named: dict[Identity, set[str]] = defaultdict(set)  # charges told so far
+        self._died: set[int] = set()  # ops the server died in
+        self._crashed: dict[Identity, float] = {}  # keys in use when the server died -> when
+        # Telling: the story so far.
+        self._clock = 0.0
+        self._charges: dict[Identity, list[str]] = defaultdict(list)  # this retention window's
+        self._told: dict[Identity, list[str]] = defaultdict(list)  # every charge named
+        self._window: dict[Identity, float] = {}  # when the key's retention window began
+        self._windows: dict[Identity, int] = defaultdict(lambda: 1)
+        self._renewed: set[int] = set()  # ops that came after the key expired
         self._losing: set[str] = set()
-        self._unanswered: set[tuple[str | None, str | None]] = set()
+        self._unanswered: set[Identity] = set()
         self._streak: tuple[object, ...] | None = None  # a refusal that keeps coming back
         self._repeats = 0
         self._held: Text | None = None  # a retry's line, shown only if its answer differs
@@ -61,12 +91,81 @@ class Narrator:
                 self._reset()
                 self.console.print(Text(f"scenario {event.name}", style="bold"))
             elif isinstance(event, Step):
-                for line in self._lines(event.event):
-                    self.console.print(line)
+                for step in self._arrive(event.event):
+                    self._print(self._lines(step))
             elif isinstance(event, ScenarioFinished):
-                for line in self._flush():
-                    self.console.print(line)
+                for step in self._drain():
+                    self._print(self._lines(step))
+                self._print(self._flush())
                 self._verdict(event)
+
+    def _print(self, lines: list[Text]) -> None:
+        for line in lines:
+            self.console.print(line)
+
+    # ---- the server's order --------------------------------------------------------------
+
+    def _arrive(self, event: Event) -> list[Event]:
+        """The events to tell now, in the order the server did them, for ``event`` arriving."""
+        ready: list[Event] = []
+        if self._lost is not None:
+            lost, self._lost = self._lost, None
+            if event.f == "crash":  # the server died first; the client saw it afterwards
+                self._died.add(lost.op)
+                self._note_crash(event)
+                return [event, lost, *self._settle(lost)]
+            ready += [lost, *self._settle(lost)]
+        if event.f == "crash":
+            self._note_crash(event)
+        if event.f != "request":
+            return [*ready, event]
+        if event.type == "invoke":
+            self._running[event.op] = event
+            return [*ready, event]
+        sent = self._running.pop(event.op, None)
+        if event.status is None and sent is not None and event.error != "connect":
+            self._lost = event  # did the server die in it? the next event says
+            return ready
+        if self._replays_unseen_charge(event):
+            self._early[event.identity].append(event)
+            return ready
+        if event.resource:
+            self._named[event.identity].add(event.resource)
+        waiting = self._early.get(event.identity, [])
+        released = [e for e in waiting if e.resource == event.resource]
+        self._early[event.identity] = [e for e in waiting if e not in released]
+        return [*ready, event, *released, *self._settle(event)]
+
+    def _replays_unseen_charge(self, event: Event) -> bool:
+        """A replay naming a charge no answer has named yet, while another request with its key
+        still runs: that request made the charge, and its answer is on the way."""
+        return bool(event.resource and self.replay_marker
+                    and self.replay_marker.marks(event.headers)
+                    and event.resource not in self._named[event.identity]
+                    and any(s.identity == event.identity for s in self._running.values()))
+
+    def _settle(self, event: Event) -> list[Event]:
+        """Replays still waiting once nothing with their key runs any more: their charge's own
+        answer never came, so they are told now."""
+        if any(s.identity == event.identity for s in self._running.values()):
+            return []
+        return self._early.pop(event.identity, [])
+
+    def _note_crash(self, event: Event) -> None:
+        """Requests in flight die with the server; every key in use may be left claimed."""
+        self._died.update(self._running)
+        when = event.time + self._clock
+        for identity in {*self._named, *(s.identity for s in self._running.values()),
+                         *self._window}:
+            self._crashed[identity] = when
+
+    def _drain(self) -> list[Event]:
+        ready = [self._lost] if self._lost is not None else []
+        self._lost = None
+        for waiting in self._early.values():
+            ready += waiting
+        self._early.clear()
+        return ready
 
     # ---- one step ----------------------------------------------------------------------
 
@@ -109,14 +208,16 @@ class Narrator:
         if event.f == "restart":
             return _say("  ↻ ", "the server is started again", "cyan")
         if event.f == "clock":
-            seconds = float(event.value.get("seconds", 0.0))
-            return _say("  ⏩ ", f"the server's clock jumps {format_duration(seconds)} forward",
-                        "magenta")
+            return self._jump(event)
         if event.f == "effects":
             return self._ledger(event)
         if event.f == "store-size":
             return _say("  ▤ ", f"the key table holds {event.value.get('rows', '?')} rows", "dim")
         return None
+
+    def _now(self, event: Event) -> float:
+        """The target's time: the history's, plus every jump of its clock so far."""
+        return event.time + self._clock
 
     def _who(self, event: Event) -> str:
         if event.key is None:
@@ -133,13 +234,38 @@ class Narrator:
     def _sent(self, event: Event) -> Text:
         label = f" ({event.label})" if event.label else ""
         retry = "retries" if (event.attempt or 1) > 1 else "sends"
+        hooks = "".join(f", {w}" for w in hooks_told(event, self.target)) if self.target else ""
         return _say("→ ", f"{event.process} {retry} {event.method} {event.path} with "
-                          f"{self._who(event)}, attempt {event.attempt}{label}", "")
+                          f"{self._who(event)}, attempt {event.attempt}{label}{hooks}"
+                          f"{self._age(event)}", "")
+
+    def _age(self, event: Event) -> str:
+        """How long after its key's first use a request came, when the promised retention is
+        in question; a request after the key expired opens a new retention window."""
+        if event.key is None:
+            return ""
+        now, identity = self._now(event), event.identity
+        began = self._window.setdefault(identity, now)
+        if self.retention is None or now - began < self.retention / 2:
+            return ""
+        age = format_duration(now - began)
+        promised = format_duration(self.retention)
+        if now - began <= self.retention:
+            return f", {age} after the key's first use: within the promised retention of {promised}"
+        self._window[identity] = now
+        self._windows[identity] += 1
+        self._charges[identity] = []
+        self._renewed.add(event.op)
+        return f", {age} after the key's first use: past the promised retention of {promised}"
 
     def _answered(self, event: Event) -> Text:
         who = self._who(event)
         if event.status is None:
             self._unanswered.add(event.identity)
+            if event.op in self._died:
+                return _say("  ✗ ", f"no answer for {who} ({event.error}): the server died "
+                            "with the request in it. Had it charged before it died? The "
+                            "ledger will tell", "bold yellow")
             if self._losing:
                 return _say("  ✗ ", f"no answer for {who} ({event.error}): the response was "
                             "lost on its way back. The card may have been charged; the client "
@@ -147,24 +273,48 @@ class Narrator:
             return _say("  ✗ ", f"no answer for {who} ({event.error})", "yellow")
         if event.resource:
             return self._charged(event, who)
-        return _say(f"← {event.process} gets ", f"{event.status} {_phrase(event)} for {who}",
-                    "")
+        meaning = self._in_progress(event) if event.status == self.in_progress else None
+        return _say(f"← {event.process} gets ", f"{event.status} {_phrase(event, meaning)} "
+                                                f"for {who}", "")
+
+    def _in_progress(self, event: Event) -> str:
+        """What an in-progress answer means here: the original still running only while a
+        request with the key still waits for its answer."""
+        if any(s.identity == event.identity and s.op != event.op
+               for s in self._running.values()):
+            return "the original is still running; come back shortly"
+        died = self._crashed.get(event.identity)
+        if died is None:
+            return ("the key is still marked in progress, though no request with it is "
+                    "waiting for an answer")
+        told = ("the key is still marked in progress, but the request that claimed it died "
+                "with the server: nothing is running it")
+        if self.lease is not None and self._now(event) - died > self.lease:
+            told += f", and its lease of {format_duration(self.lease)} has run out"
+        return told
 
     def _charged(self, event: Event, who: str) -> Text:
         got = f"← {event.process} gets {event.status} for {who}: "
-        charges = self._charges[event.identity]
+        identity, resource = event.identity, event.resource or ""
+        charges = self._charges[identity]
         replay = bool(self.replay_marker and self.replay_marker.marks(event.headers))
-        if event.resource in charges or replay:
-            return _say(got, f"the stored response, replayed ({event.resource})", "green")
-        charges.append(event.resource or "")
+        if resource in charges or replay:
+            return _say(got, f"the stored response, replayed ({resource})", "green")
+        charges.append(resource)
+        self._told[identity].append(resource)
+        if event.op in self._renewed:
+            return _say(got, f"the key had expired, so the server ran the request as a new "
+                             f"operation and charged {resource}, as the contract allows",
+                        "cyan")
         if len(charges) > 1:
-            return _say(got, f"the server committed ANOTHER charge, {event.resource}: charge "
-                             f"number {len(charges)} for one key", "bold red")
-        if event.identity in self._unanswered:
+            return _say(got, f"the server ran the request again: ANOTHER charge, {resource}: "
+                             f"charge number {len(charges)} for one key", "bold red")
+        if identity in self._unanswered:
             return _say(got, f"not a replay: the server ran the request as new and charged "
-                             f"{event.resource}. Did the lost attempt charge too? The ledger "
+                             f"{resource}. Did the lost attempt charge too? The ledger "
                              "will tell", "bold yellow")
-        return _say(got, f"the server committed charge {event.resource} and answered", "")
+        return _say(got, f"the server ran the request and answered with a new charge, "
+                         f"{resource}", "")
 
     def _fault(self, event: Event) -> Text:
         name = str(event.value.get("fault"))
@@ -178,6 +328,15 @@ class Narrator:
         where = "the store's proxy" if event.value.get("where") == "store" else "Toxiproxy"
         return _say("  ⚡ ", f"{where}: {summary} ({name})", "bold magenta")
 
+    def _jump(self, event: Event) -> Text:
+        seconds = float(event.value.get("seconds", 0.0))
+        self._clock += seconds
+        told = f"the server's clock jumps {format_duration(seconds)} forward"
+        claimed = self._running or self._crashed
+        if self.lease is not None and seconds > self.lease and claimed:
+            told += f": past the promised lease of {format_duration(self.lease)}"
+        return _say("  ⏩ ", told, "magenta")
+
     def _ledger(self, event: Event) -> Text:
         who = self._who(event)
         if event.type != "ok":
@@ -186,11 +345,20 @@ class Narrator:
         count = int(event.value.get("count", 0))
         ids = event.value.get("ids")
         listed = f" ({', '.join(ids)})" if isinstance(ids, list) and ids else ""
+        held = f"the ledger holds {count} charge{'' if count == 1 else 's'} for {who}{listed}"
+        missing = [r for r in self._told[event.identity]
+                   if isinstance(ids, list) and r not in ids]
+        if missing:
+            told = "a client was told, is" if len(missing) == 1 else "clients were told, are"
+            return _say("  ▤ ", f"{held}: {', '.join(missing)}, which {told} not there",
+                        "bold red")
+        windows = self._windows[event.identity]
+        if 1 < count <= windows:
+            return _say("  ▤ ", f"{held}: one for each retention window the key lived through",
+                        "dim")
         if count > 1:
-            return _say("  ▤ ", f"the ledger holds {count} charges for {who}{listed}: "
-                        f"{count} charges for one operation", "bold red")
-        return _say("  ▤ ", f"the ledger holds {count} charge{'' if count == 1 else 's'} for "
-                    f"{who}{listed}", "green" if count == 1 else "dim")
+            return _say("  ▤ ", f"{held}: {count} charges for one operation", "bold red")
+        return _say("  ▤ ", held, "green" if count == 1 else "dim")
 
     # ---- the verdict -------------------------------------------------------------------
 
@@ -216,7 +384,7 @@ def _say(mark: str, words: str, style: str) -> Text:
     return Text(mark, style=style or "bold") + Text(words, style=style)
 
 
-def _phrase(event: Event) -> str:
+def _phrase(event: Event, meaning: str | None = None) -> str:
     """``Conflict [in_progress]: the original is still running; come back shortly``."""
     status = event.status or 0
     try:
@@ -234,6 +402,7 @@ def _phrase(event: Event) -> str:
                          if isinstance(data.get(k), str)), None)
     if code:
         text += f" [{code}]"
-    if status in _MEANING:
-        text += f": {_MEANING[status]}"
+    meaning = meaning or _MEANING.get(status)
+    if meaning:
+        text += f": {meaning}"
     return text
