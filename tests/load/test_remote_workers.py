@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from harness._errors import RemoteTargetRefused
+from harness._reference import reference_target
+from harness.load import LoadConfig
 from tests.missing import missing
 
 MASTER_IP, WORKER_IP = "10.123.0.1", "10.123.0.2"
@@ -112,11 +115,12 @@ def test_a_worker_in_another_namespace_gets_the_plan_from_the_master(
     assert results["verdict"] == "pass"
 
 
-def test_a_worker_refuses_a_remote_master_without_the_opt_in() -> None:
+def test_a_remote_master_or_worker_needs_the_opt_in() -> None:
     done = subprocess.run([*HARNESS, "--worker", "--master", f"{MASTER_IP}:{PORT}"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--allow-remote" in done.stderr
-    done = subprocess.run([*HARNESS, "--reference", "--users", "1", "--spawn-rate", "1",
-                           "--duration", "1s", "--workers", "1", "--listen",
-                           f"{MASTER_IP}:{PORT}"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "--allow-remote" in done.stderr
+    config = LoadConfig(target=reference_target(store=None, flaw=None), users=1, spawn_rate=1,
+                        duration=1, report_dir=Path("unused"), workers=1,
+                        listen=f"{MASTER_IP}:{PORT}")
+    with pytest.raises(RemoteTargetRefused, match="--allow-remote"):
+        config.validate()
