@@ -2,9 +2,10 @@
 
 One file serves the HTML report and ``idem-harness replay``: each step has the fields a reader
 sees (number, kind, text, response, effects) and, for the drawn steps, the ``action`` that
-performs it again.  Keys are stored by shape, not by value, so a replay makes fresh ones.
-Hypothesis's own ``@reproduce_failure`` blob only works with the Hypothesis version that made
-it; this file is the durable reproduction.
+performs it again; ``charges`` holds what each key ended with, once every client had settled.
+Keys are stored by shape, not by value, so a replay makes fresh ones.  Hypothesis's own
+``@reproduce_failure`` blob only works with the Hypothesis version that made it; this file is
+the durable reproduction.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Any, Literal
 from hypothesis import __version__ as HYPOTHESIS_VERSION
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from harness._analysis import Identity
 from harness._checker import CheckResult
 from harness._errors import UsageError
 from harness._findings import Finding, klass_of
+from harness._history import Event
 from harness._target import Target
 from harness.explore._actions import Action, StepKind
 from harness.explore._failure import Failure
@@ -69,6 +72,7 @@ class Story(BaseModel):
     evidence: list[int] = []
     operations: int = 0
     keys: dict[str, str] = {}
+    charges: dict[str, int] = {}
     hypothesis: str = HYPOTHESIS_VERSION
     steps: list[StoryStep]
 
@@ -96,6 +100,24 @@ def _legend(steps: Sequence[StepRecord]) -> dict[str, str]:
     return legend
 
 
+def _final_charges(steps: Sequence[StepRecord], events: Sequence[Event]) -> dict[str, int]:
+    """Each key the story sent, by its name in the story, with the oracle's last count for
+    it: how many charges the story ended with (a name used in two tenants says which)."""
+    names: dict[Identity, str] = {}
+    for step in steps:
+        plan = getattr(step.action, "key", None)
+        if step.identity is not None and plan is not None and step.identity[1] is not None:
+            names.setdefault(step.identity, plan.name)
+    last = {e.identity: e for e in events if e.f == "effects" and e.type == "ok"}
+    shared = {n for n in names.values() if list(names.values()).count(n) > 1}
+    charges: dict[str, int] = {}
+    for identity, name in names.items():
+        if identity in last:
+            shown = f"{name} as {identity[0]}" if name in shared and identity[0] else name
+            charges[shown] = int(last[identity].value.get("count", 0))
+    return charges
+
+
 def _evidence(finding: Finding | None, steps: Sequence[StepRecord]) -> list[int]:
     """The steps whose events the checker cites: the ones that mattered."""
     if finding is None:
@@ -116,8 +138,10 @@ class Provenance:
 
 
 def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: Target,
-             found: Provenance, broke_at: int | None = None, error: str | None = None) -> Story:
-    """The story of ``steps``, judged by ``check`` (or stopped by ``error``)."""
+             found: Provenance, broke_at: int | None = None, error: str | None = None,
+             events: Sequence[Event] = ()) -> Story:
+    """The story of ``steps``, judged by ``check`` (or stopped by ``error``); ``events`` (its
+    history) gives the charges it ended with."""
     findings = check.findings if check else []
     first = findings[0] if findings else None
     message = first.message if first else (error or "the checker found nothing")
@@ -130,6 +154,7 @@ def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: 
         target_definition=target.model_dump(mode="json"),
         broke_at=broke_at, evidence=_evidence(first, steps),
         operations=sum(1 for s in steps if not s.settle), keys=_legend(steps),
+        charges=_final_charges(steps, events),
         steps=[StoryStep(number=s.number, kind=s.kind, text=s.text, response=s.response,
                          effects=s.effects, settle=s.settle,
                          action=None if s.settle else s.action) for s in steps],
@@ -138,7 +163,7 @@ def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: 
 
 def failure_story(failure: Failure, *, target: Target, found: Provenance) -> Story:
     return story_of(failure.steps, failure.check, target=target, found=found,
-                    broke_at=failure.broke_at, error=failure.error)
+                    broke_at=failure.broke_at, error=failure.error, events=failure.events)
 
 
 def save_story(story: Story, report_dir: Path | None) -> Path | None:
@@ -204,6 +229,8 @@ def render_story(story: Story, *, replay_line: str = "", heading: str = "") -> s
     lines.append("     state.teardown()" + ("  # then, as careful clients:" if settled else ""))
     for step in settled:
         lines += _step_lines(step, "  ")
+    lines += [f"     state.charges({name})  # → {_plural(count, 'charge')} at the end"
+              for name, count in story.charges.items()]
     if story.keys:
         lines += ["", *(f"     {description}" for description in story.keys.values())]
     lines.append("")

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from harness import UsageError, load_target
+from harness._history import ORACLE, History
 from harness.explore import Story, StoryStep, load_story, problems_with, render_story
 from harness.explore._actions import Action, Clock, FaultOff, FaultOn, NewRequest, Retry
 from harness.explore._keys import KeyPlan
+from harness.explore._steps import StepRecord
+from harness.explore._story import Provenance, story_of
 
 BODY = {"amount": 100, "currency": "usd"}
 REQUEST = NewRequest(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), body=BODY)
@@ -79,7 +82,34 @@ def test_a_story_that_cannot_run_against_a_target_says_every_reason_first() -> N
     problems = problems_with([Retry(id="o1"), Clock(seconds=60), FaultOff(fault="proxy-down"),
                               FaultOn(fault="gremlins")], bare)
     assert any("names operation o1, which no earlier step made" in p for p in problems)
-    assert any("lacks a clock hook" in p for p in problems)
+    assert any("lacks a clock the harness can move" in p for p in problems)
     assert any("heals a fault that is not on" in p for p in problems)
     assert any("unknown fault 'gremlins'" in p for p in problems)
     assert problems_with([REQUEST, Retry(id="o1")], load_target("reference")) == []
+
+
+def test_the_story_ends_with_the_charges_each_key_ended_with() -> None:
+    """Step 2 saw one charge; the late original's came after it: the end says two."""
+    history = History()
+    history.record("ok", "effects", ORACLE, tenant="a", key="k-real", value={"count": 1})
+    history.record("ok", "effects", ORACLE, tenant="a", key="k-real", value={"count": 2})
+    steps = [StepRecord(1, "request", REQUEST.text(), REQUEST, "201 ch_1", 0,
+                        identity=("a", "k-real")),
+             StepRecord(2, "retry", Retry(id="o1").text(), Retry(id="o1"), "201 ch_2", 1,
+                        identity=("a", "k-real"))]
+    saved = story_of(steps, None, target=load_target("reference"),
+                     found=Provenance(seed=7, examples=3, seconds=1.5),
+                     events=history.events())
+    assert saved.charges == {"k1": 2}
+
+    lines = render_story(saved).splitlines()
+    end = lines.index("     state.teardown()")
+    assert lines[end + 1] == "     state.charges(k1)  # → 2 charges at the end"
+
+
+def test_a_story_saved_before_the_charges_were_kept_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "story.json"
+    data = json.loads(story(REQUEST).to_json())
+    del data["charges"]
+    path.write_text(json.dumps(data))
+    assert load_story(path).charges == {}
