@@ -273,9 +273,10 @@ class Narrator:
             return _say("  ✗ ", f"no answer for {who} ({event.error})", "yellow")
         if event.resource:
             return self._charged(event, who)
-        meaning = self._in_progress(event) if event.status == self.in_progress else None
-        return _say(f"← {event.process} gets ", f"{event.status} {_phrase(event, meaning)} "
-                                                f"for {who}", "")
+        meaning = (self._in_progress(event) if event.status == self.in_progress
+                   else _MEANING.get(event.status))
+        return _say(f"← {event.process} gets ", f"{event.status} {_phrase(event)} for {who}"
+                                                + (f": {meaning}" if meaning else ""), "")
 
     def _in_progress(self, event: Event) -> str:
         """What an in-progress answer means here: the original still running only while a
@@ -307,14 +308,26 @@ class Narrator:
                              f"operation and charged {resource}, as the contract allows",
                         "cyan")
         if len(charges) > 1:
-            return _say(got, f"the server ran the request again: ANOTHER charge, {resource}: "
-                             f"charge number {len(charges)} for one key", "bold red")
+            return _say(got, f"the server made ANOTHER charge, {resource}: charge number "
+                             f"{len(charges)} for one key", "bold red")
         if identity in self._unanswered:
             return _say(got, f"not a replay: the server ran the request as new and charged "
                              f"{resource}. Did the lost attempt charge too? The ledger "
                              "will tell", "bold yellow")
         return _say(got, f"the server ran the request and answered with a new charge, "
-                         f"{resource}", "")
+                         f"{resource}{self._others_waiting(event)}", "")
+
+    def _others_waiting(self, event: Event) -> str:
+        """``, while c0 still waits with the same key``: other requests of the key in flight."""
+        others = sorted({s.process for s in self._running.values()
+                         if s.identity == event.identity and s.op != event.op})
+        if not others:
+            return ""
+        if len(others) == 1:
+            return f", while {others[0]} still waits with the same key"
+        if len(others) <= 3:
+            return f", while {', '.join(others[:-1])} and {others[-1]} still wait with the same key"
+        return f", while {len(others)} other clients still wait with the same key"
 
     def _fault(self, event: Event) -> Text:
         name = str(event.value.get("fault"))
@@ -384,8 +397,8 @@ def _say(mark: str, words: str, style: str) -> Text:
     return Text(mark, style=style or "bold") + Text(words, style=style)
 
 
-def _phrase(event: Event, meaning: str | None = None) -> str:
-    """``Conflict [in_progress]: the original is still running; come back shortly``."""
+def _phrase(event: Event) -> str:
+    """``Conflict [in_progress]``: the status's phrase and the error code of its body."""
     status = event.status or 0
     try:
         text = HTTPStatus(status).phrase
@@ -402,7 +415,4 @@ def _phrase(event: Event, meaning: str | None = None) -> str:
                          if isinstance(data.get(k), str)), None)
     if code:
         text += f" [{code}]"
-    meaning = meaning or _MEANING.get(status)
-    if meaning:
-        text += f": {meaning}"
     return text

@@ -100,7 +100,7 @@ def test_a_replay_is_never_told_before_the_charge_it_replays() -> None:
 
     text = narrate(story.history.events())
 
-    charge, replay = told(text, "c1 gets 201 for key K1: the server ran the request again",
+    charge, replay = told(text, "c1 gets 201 for key K1: the server made ANOTHER charge, ch_2",
                           "c2 gets 201 for key K1: the stored response, replayed (ch_2)")
     assert -1 < charge < replay, text
 
@@ -120,7 +120,8 @@ def test_a_409_while_the_original_runs_says_so() -> None:
     original, retry = copies(story, 2, headers=None)
     story.answer(retry, 409)
     story.answer(original, 201, resource="ch_1", headers=JSON)
-    assert "409 Conflict: the original is still running" in narrate(story.history.events())
+    assert "409 Conflict for key K1: the original is still running" in narrate(
+        story.history.events())
 
 
 def test_a_dead_servers_claim_is_not_called_still_running() -> None:
@@ -142,8 +143,8 @@ def test_a_dead_servers_claim_is_not_called_still_running() -> None:
                             "no answer for key K1 (disconnected): the server died with the "
                             "request in it")
     assert -1 < sent < died < lost, text
-    assert "409 Conflict: the key is still marked in progress, but the request that claimed it " \
-           "died with the server: nothing is running it" in text
+    assert "409 Conflict for key K1: the key is still marked in progress, but the request that " \
+           "claimed it died with the server: nothing is running it" in text
     assert "jumps 31s forward: past the promised lease of 30s" in text
     assert "and its lease of 30s has run out" in text
 
