@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -15,32 +16,67 @@ from harness._network import free_port
 from harness._processes import ManagedProcess
 from harness._profiles import in_ci
 
-SCRIPT = textwrap.dedent(
+#: Starts RabbitMQ (its node and its own EPMD) in a thread while PostgreSQL starts, so the
+#: broker's boot adds little to the test's time, and prints what each service left listening.
+START_ALL = textwrap.dedent(
     """
-    import json, sys
-    from harness._postgres import start_postgres
-    from harness._toxiproxy import start_toxiproxy
+    import json, threading
     from harness._errors import ServiceUnavailable
+    from harness._postgres import start_postgres
+    from harness._rabbitmq import start_rabbitmq
+    from harness._toxiproxy import start_toxiproxy
 
-    started = {}
-    try:
-        tp = start_toxiproxy()
-        started["toxiproxy"] = tp.pid
-    except ServiceUnavailable as exc:
-        started["toxiproxy_error"] = str(exc)
-    try:
-        pg = start_postgres()
-        started["postgres_port"] = pg.port
-    except ServiceUnavailable as exc:
-        started["postgres_error"] = str(exc)
-    print(json.dumps(started), flush=True)
-    raise SystemExit("failing on purpose with both services still open")
+    def started_services():
+        started = {}
+
+        def rabbitmq():
+            try:
+                node = start_rabbitmq()._stopper
+                started["rabbitmq"] = {"ports": [node.amqp_port, node.dist_port,
+                                                 node.epmd_port],
+                                       "node": node.name, "root": str(node.root)}
+            except ServiceUnavailable as exc:
+                started["rabbitmq_error"] = str(exc)
+
+        broker = threading.Thread(target=rabbitmq)
+        broker.start()
+        try:
+            started["toxiproxy"] = start_toxiproxy().pid
+        except ServiceUnavailable as exc:
+            started["toxiproxy_error"] = str(exc)
+        try:
+            started["postgres_port"] = start_postgres().port
+        except ServiceUnavailable as exc:
+            started["postgres_error"] = str(exc)
+        broker.join()
+        return started
+    """
+)
+
+SCRIPT = START_ALL + textwrap.dedent(
+    """
+    print(json.dumps(started_services()), flush=True)
+    raise SystemExit("failing on purpose with every service still open")
     """
 )
 
 
 def _listening_ports() -> set[int]:
-    return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN"}
+    return {c.laddr.port for c in psutil.net_connections("tcp")
+            if c.status == "LISTEN" and isinstance(c.laddr, tuple) and c.laddr}
+
+
+def _assert_rabbitmq_gone(started: dict[str, Any]) -> None:
+    """The node, its EPMD and its directory are gone: no port it listened on (AMQP, Erlang
+    distribution, EPMD), no process named after the node, no data left."""
+    rabbitmq = started["rabbitmq"]
+    assert not set(rabbitmq["ports"]) & _listening_ports(), rabbitmq
+    epmd_port = str(rabbitmq["ports"][2])
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        assert rabbitmq["node"] not in " ".join(cmdline), cmdline
+        assert not (cmdline[:1] == ["epmd"] and epmd_port in cmdline), cmdline
+    assert not Path(rabbitmq["root"]).exists()
 
 
 def test_a_failing_program_leaves_no_service_behind() -> None:
@@ -50,26 +86,26 @@ def test_a_failing_program_leaves_no_service_behind() -> None:
     assert "failing on purpose" in result.stderr
     started = json.loads(result.stdout.splitlines()[-1])
     if in_ci():
-        assert "toxiproxy_error" not in started and "postgres_error" not in started, started
+        assert not {"toxiproxy_error", "postgres_error", "rabbitmq_error"} & set(started), started
     if "toxiproxy" in started:
         assert started["toxiproxy"] is not None
         assert not psutil.pid_exists(started["toxiproxy"])
     if "postgres_port" in started:
         assert started["postgres_port"] not in _listening_ports()
-    assert "toxiproxy" in started or "postgres_port" in started, started
+    if "rabbitmq" in started:
+        _assert_rabbitmq_gone(started)
+    assert {"toxiproxy", "postgres_port", "rabbitmq"} & set(started), started
 
 
-SIGTERM_SCRIPT = textwrap.dedent(
+SIGTERM_SCRIPT = START_ALL + textwrap.dedent(
     """
-    import json, sys
-    from harness._postgres import start_postgres
+    import sys
     from harness._processes import stop_children_on_sigterm
-    from harness._toxiproxy import start_toxiproxy
 
     stop_children_on_sigterm()
-    toxiproxy = start_toxiproxy()
-    postgres = start_postgres()
-    print(json.dumps({"toxiproxy": toxiproxy.pid, "postgres_port": postgres.port}), flush=True)
+    started = started_services()
+    assert not {"toxiproxy_error", "postgres_error", "rabbitmq_error"} & set(started), started
+    print(json.dumps(started), flush=True)
     sys.stdin.read()  # until the parent's SIGTERM
     """
 )
@@ -84,6 +120,7 @@ def test_sigterm_stops_every_service_it_started() -> None:
     assert process.wait(timeout=60) == 128 + signal.SIGTERM
     assert not psutil.pid_exists(started["toxiproxy"])
     assert started["postgres_port"] not in _listening_ports()
+    _assert_rabbitmq_gone(started)
 
 
 #: A process that starts a helper in its own group (as the examples start Redis), writes the
