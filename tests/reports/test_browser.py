@@ -5,14 +5,28 @@ the server-generated-key flaw, then the correct server); the other sections from
 like the ones the matrix, load runs and the explorer write.  Each test checks that the page
 raises no console error, that the verdict and every finding are visible, that each diagram
 rendered with a size, and saves a screenshot under test-output/reports/.
+
+Every page a command writes (a run, the training page, the explorer's, a load run's, the
+sections page) is also opened at a desktop width and at a phone's: it must not scroll sideways,
+no badge may stick out of its box, and diagram text stays readable (a wide diagram scrolls in
+its own box).  The load page lists the run's settings, and its chart keeps the legend off the
+plot and tells crashes from network faults.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from harness._toxiproxy import ToxiproxyServer
 from tests.reports.conftest import DemoRun, Opened
 from tests.reports.sample_sections import write_sample_sections
 
@@ -125,3 +139,200 @@ def test_matrix_load_and_explorer_sections_render(
 
 def _safety_first(findings: list[dict[str, object]]) -> list[dict[str, object]]:
     return sorted(findings, key=lambda f: f["class"] != "safety")
+
+
+# --- every page at a desktop and a phone width (issue 14, item 18) -------------------------------
+
+#: A desktop window and a phone held upright.
+WIDTHS = (1400, 400)
+#: Below this a person has to zoom to read a label; the diagrams scroll in their own box instead.
+READABLE_PX = 10.0
+LOAD_SETTINGS = {"target": "reference-server (correct, SQLite)", "users": "4", "spawn rate": "20",
+                 "duration": "4", "chaos": "storm", "seed": "3"}
+
+#: What a person at this width meets: sideways scroll of the page, badges sticking out of the
+#: box they sit in (scroll boxes excepted: a table or a diagram may scroll inside its own box),
+#: and the smallest diagram or chart text as drawn on screen.
+LAYOUT_JS = """() => {
+  const boxed = el => !['inline', 'contents'].includes(getComputedStyle(el).display);
+  const scrolls = el => ['auto', 'scroll', 'hidden'].includes(getComputedStyle(el).overflowX);
+  const overflowing = [];
+  for (const badge of document.querySelectorAll('.badge, .pill, .filters button')) {
+    if (!badge.getClientRects().length) continue;
+    const r = badge.getBoundingClientRect();
+    for (let box = badge.parentElement; box && box !== document.body; box = box.parentElement) {
+      if (scrolls(box)) break;
+      if (!boxed(box)) continue;
+      const b = box.getBoundingClientRect();
+      if (r.left < b.left - 0.5 || r.right > b.right + 0.5) {
+        const where = `${box.tagName}.${box.className}`;
+        overflowing.push(`${badge.textContent.trim()} sticks out of ${where}`);
+        break;
+      }
+    }
+  }
+  const drawn = svgSelector => {
+    const sizes = [];
+    for (const text of document.querySelectorAll(svgSelector + ' text')) {
+      const svg = text.ownerSVGElement;
+      const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+      if (text.textContent.trim()) sizes.push(parseFloat(getComputedStyle(text).fontSize) * scale);
+    }
+    return sizes.length ? Math.min(...sizes) : null;
+  };
+  return {scrollWidth: document.scrollingElement.scrollWidth, innerWidth: window.innerWidth,
+          overflowing: overflowing, sequenceText: drawn('svg.sequence'),
+          chartText: drawn('svg.chart')};
+}"""
+
+
+@dataclass(frozen=True)
+class RealPages:
+    """Every kind of page a command writes, each from a real run."""
+
+    demo: Path
+    explore: Path
+    load: Path
+    sections: Path
+
+    def page(self, name: str) -> Path:
+        return {"failing-run": self.demo / "flawed", "passing-run": self.demo / "fixed",
+                "training": self.demo, "explore": self.explore, "load": self.load,
+                "sections": self.sections}[name] / "index.html"
+
+
+#: The command lines whose pages the width tests open, besides the demo's.
+COMMANDS = {
+    "explore": ["explore", "--reference", "--flaw", "key-only", "--max-examples", "30", "--seed",
+                "1", "--shrink-time", "3s", "--quiet"],
+    "load": ["load", "--reference", "--users", "4", "--spawn-rate", "20", "--duration", "4s",
+             "--chaos", "storm", "--seed", "3"],
+}
+EXIT_CODES = {"explore": 1, "load": 0}  # the explorer finds key-only's story; the load passes
+
+
+@dataclass
+class Started:
+    """A command typed at the command line, running in the background."""
+
+    process: subprocess.Popen[bytes]
+    directory: Path
+    log: Path
+
+    def finish(self, timeout: float) -> None:
+        """Wait for it; one that runs too long is stopped as Ctrl-C would (the harness then
+        stops its servers), and its output is shown."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=30)
+            pytest.fail(f"{self.directory.name} took longer than {timeout} s:\n"
+                        f"{self.log.read_text()}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background_runs(request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Started]]:
+    """Start the explorer and the load run before the first test of this module, when any
+    selected test needs their pages, so they run while the demo does: all three mostly wait on
+    their servers, and the session pays for the longest, not the sum."""
+    if not any("real_pages" in getattr(item, "fixturenames", ())
+               for item in request.session.items):
+        yield {}
+        return
+    toxiproxy: ToxiproxyServer = request.getfixturevalue("toxiproxy_server")
+    root = tmp_path_factory.mktemp("pages")
+    env = {**os.environ, "TOXIPROXY_URL": toxiproxy.url, "COLUMNS": "160"}
+    harness = str(Path(sys.executable).with_name("idem-harness"))
+    started: dict[str, Started] = {}
+    try:
+        for name, command in COMMANDS.items():
+            log = root / f"{name}.log"
+            with log.open("wb") as output:
+                process = subprocess.Popen(
+                    [harness, *command, "--report-dir", str(root / name)], env=env,
+                    stdout=output, stderr=subprocess.STDOUT)
+            started[name] = Started(process, root / name, log)
+        yield started
+    finally:
+        for each in started.values():
+            if each.process.poll() is None:
+                each.process.send_signal(signal.SIGINT)
+                each.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def real_pages(background_runs: dict[str, Started], demo_run: DemoRun,
+               tmp_path_factory: pytest.TempPathFactory) -> RealPages:
+    """The demo's pages, the explorer's and the load run's once they finished, and a page of
+    sample matrix, load and story sections linking to the demo's flawed run."""
+    for name, each in background_runs.items():
+        each.finish(timeout=240)
+        assert each.process.returncode == EXIT_CODES[name], each.log.read_text()
+    sections = tmp_path_factory.mktemp("sections")
+    write_sample_sections(sections, row_report=demo_run.directory / "flawed")
+    return RealPages(demo_run.directory, background_runs["explore"].directory,
+                     background_runs["load"].directory, sections)
+
+
+PAGES = ("failing-run", "passing-run", "training", "explore", "load", "sections")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_fits_its_width_and_keeps_its_text_readable(
+        name: str, width: int, real_pages: RealPages,
+        open_page: Callable[[Path], Opened]) -> None:
+    opened = open_page(real_pages.page(name))
+    opened.page.set_viewport_size({"width": width, "height": 900})
+    opened.screenshot(f"{name}-{width}")
+    layout = opened.page.evaluate(LAYOUT_JS)
+
+    assert opened.errors == []
+    assert layout["scrollWidth"] <= layout["innerWidth"], "the page scrolls sideways"
+    assert layout["overflowing"] == []
+    for kind in ("sequenceText", "chartText"):
+        assert layout[kind] is None or layout[kind] >= READABLE_PX, (kind, layout[kind])
+    if name in ("failing-run", "training", "explore"):
+        assert layout["sequenceText"] is not None, "the page has a sequence diagram"
+    if name in ("load", "sections"):
+        assert layout["chartText"] is not None, "the page has the load chart"
+
+
+def test_the_load_page_lists_the_runs_settings(real_pages: RealPages,
+                                               open_page: Callable[[Path], Opened]) -> None:
+    opened = open_page(real_pages.page("load"))
+    rows = opened.page.locator("#load table.settings tr").all()
+    settings = {row.locator("th").inner_text(): row.locator("td").inner_text() for row in rows}
+
+    assert opened.errors == []
+    assert {name: settings.get(name) for name in LOAD_SETTINGS} == LOAD_SETTINGS
+
+
+#: Where the chart's legend, its latency plot and its shaded windows are on screen, and in what
+#: colour each window is filled.
+CHART_JS = """() => {
+  const rect = id => { const r = document.getElementById(id).getBoundingClientRect();
+                       return [r.left, r.top, r.right, r.bottom]; };
+  const fills = prefix => [...document.querySelectorAll(`svg.chart [id^="${prefix}"] path`)]
+      .map(path => getComputedStyle(path).fill);
+  return {legend: rect('load-legend'), plot: rect('load-latency-plot'),
+          crash: fills('load-window-crash-'), network: fills('load-window-network-'),
+          legendText: document.getElementById('load-legend').textContent};
+}"""
+
+
+def test_the_load_chart_legend_leaves_the_plot_free_and_tells_crashes_from_network_faults(
+        real_pages: RealPages, open_page: Callable[[Path], Opened]) -> None:
+    opened = open_page(real_pages.page("load"))
+    chart = opened.page.evaluate(CHART_JS)
+
+    left, top, right, bottom = chart["legend"]
+    p_left, p_top, p_right, p_bottom = chart["plot"]
+    assert right <= p_left or left >= p_right or bottom <= p_top or top >= p_bottom, \
+        "the legend lies over the latency plot, where the p99 line is drawn"
+    assert chart["crash"] and chart["network"], "the storm profile crashed and cut the network"
+    assert set(chart["crash"]).isdisjoint(chart["network"])
+    for entry in ("p50", "p95", "p99", "network fault", "server crash"):
+        assert entry in chart["legendText"]
