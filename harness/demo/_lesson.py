@@ -125,7 +125,7 @@ def _conclude(console: Console, result: DemoResult) -> None:
     what the flaw is known to break and whether this run showed it."""
     console.rule("what it showed")
     console.print(_counted("with the flaw: ", result.flawed))
-    known = result.mode.flaw.properties
+    known = sorted(result.mode.flaw.properties, key=lambda p: int(p[1:]))
     caught = {f.property for f in result.caught}
     shown = Text(f"  {result.mode.name} breaks {_listed(known)}: ", style="dim")
     if caught:

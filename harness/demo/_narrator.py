@@ -36,6 +36,10 @@ __all__ = ["Narrator"]
 
 Identity = tuple[str | None, str | None]
 
+#: A request this share of the promised retention after its key's first use says how long
+#: after: the late retries a retention is judged by, not a retry seconds later.
+_RETENTION_TOLD = 0.01
+
 _MEANING = {
     422: "refused: this key belongs to a different request",
     400: "refused",
@@ -65,6 +69,8 @@ class Narrator:
         self._tenants: set[str] = set()
         # Arrival: what is in flight, and what waits to be told in the server's order.
         self._running: dict[int, Event] = {}  # op -> the invoke still waiting for its answer
+        self._sent_at: dict[int, Event] = {}  # op -> its invoke
+        self._ended: dict[int, float] = {}  # op -> when its answer (or its loss) arrived
         self._lost: Event | None = None  # an answer that never came, until the next event
         self._early: dict[Identity, list[Event]] = defaultdict(list)  # replays before commits
         self._named: dict[Identity, set[str]] = defaultdict(set)  # charges told so far
@@ -121,8 +127,10 @@ class Narrator:
             return [*ready, event]
         if event.type == "invoke":
             self._running[event.op] = event
+            self._sent_at[event.op] = event
             return [*ready, event]
         sent = self._running.pop(event.op, None)
+        self._ended[event.op] = event.time
         if event.status is None and sent is not None and event.error != "connect":
             self._lost = event  # did the server die in it? the next event says
             return ready
@@ -246,17 +254,19 @@ class Narrator:
             return ""
         now, identity = self._now(event), event.identity
         began = self._window.setdefault(identity, now)
-        if self.retention is None or now - began < self.retention / 2:
+        if self.retention is None or now - began < self.retention * _RETENTION_TOLD:
             return ""
-        age = format_duration(now - began)
-        promised = format_duration(self.retention)
+        age, promised = format_duration(now - began), format_duration(self.retention)
+        just = "just " if age == promised else ""
         if now - began <= self.retention:
-            return f", {age} after the key's first use: within the promised retention of {promised}"
+            return (f", {age} after the key's first use: {just}within the promised retention "
+                    f"of {promised}")
         self._window[identity] = now
         self._windows[identity] += 1
         self._charges[identity] = []
         self._renewed.add(event.op)
-        return f", {age} after the key's first use: past the promised retention of {promised}"
+        return (f", {age} after the key's first use: {just}past the promised retention of "
+                f"{promised}")
 
     def _answered(self, event: Event) -> Text:
         who = self._who(event)
@@ -275,15 +285,23 @@ class Narrator:
             return self._charged(event, who)
         meaning = (self._in_progress(event) if event.status == self.in_progress
                    else _MEANING.get(event.status))
+        if meaning is None and 200 <= event.status < 300:
+            meaning = "a success that names no charge"
         return _say(f"← {event.process} gets ", f"{event.status} {_phrase(event)} for {who}"
                                                 + (f": {meaning}" if meaning else ""), "")
 
     def _in_progress(self, event: Event) -> str:
-        """What an in-progress answer means here: the original still running only while a
-        request with the key still waits for its answer."""
-        if any(s.identity == event.identity and s.op != event.op
-               for s in self._running.values()):
-            return "the original is still running; come back shortly"
+        """What an in-progress answer means here: another request running only if one with the
+        key was waiting for its answer while this one was."""
+        mine = self._sent_at.get(event.op)
+        began = mine.time if mine is not None else event.time
+        overlapping = sorted({s.process for op, s in self._sent_at.items()
+                              if op != event.op and s.identity == event.identity
+                              and s.time <= event.time
+                              and self._ended.get(op, event.time) >= began})
+        if overlapping:
+            return (f"another request with this key ({', '.join(overlapping)}) is running; "
+                    "come back shortly")
         died = self._crashed.get(event.identity)
         if died is None:
             return ("the key is still marked in progress, though no request with it is "
@@ -308,8 +326,8 @@ class Narrator:
                              f"operation and charged {resource}, as the contract allows",
                         "cyan")
         if len(charges) > 1:
-            return _say(got, f"the server made ANOTHER charge, {resource}: charge number "
-                             f"{len(charges)} for one key", "bold red")
+            return _say(got, f"the server answered with ANOTHER charge, {resource}: charge "
+                             f"number {len(charges)} for one key", "bold red")
         if identity in self._unanswered:
             return _say(got, f"not a replay: the server ran the request as new and charged "
                              f"{resource}. Did the lost attempt charge too? The ledger "

@@ -4,9 +4,10 @@ real Toxiproxy, the narration a trainee reads and the pages.
 One demo goes through the command line as a trainer types it; three more, chosen for what they
 teach about order, run through ``run_demo`` at once: concurrent copies (a replay must never be
 told before the charge it replays), a crash (the death before the lost answer, and a dead
-server's claim never called "still running") and a late original past its lease (the slowed
-handler told where it is sent, and the gate's story reproducing it).  Every flaw's demo was read
-through by hand when the narration changed; these keep the order and the summary honest.
+server's claim never told as a request still running) and a late original past its lease (the
+slowed handler told where it is sent, and the gate's story reproducing it).  Every flaw's demo
+was read through by hand when the narration changed; these keep the order and the summary
+honest.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def test_a_crash_is_told_before_the_answer_it_cost_and_its_claim_is_not_running(
         assert -1 < sent < died < lost, lines
         claimed = first_line(lines, "409 Conflict")
         assert "the request that claimed it died with the server" in lines[claimed]
-        assert not any("still running" in line for line in lines)
+        assert not any("another request with this key" in line for line in lines)
     assert any("its lease of 30s has run out" in line for line in shown.section("flawed"))
 
 

@@ -100,7 +100,8 @@ def test_a_replay_is_never_told_before_the_charge_it_replays() -> None:
 
     text = narrate(story.history.events())
 
-    charge, replay = told(text, "c1 gets 201 for key K1: the server made ANOTHER charge, ch_2",
+    charge, replay = told(text,
+                          "c1 gets 201 for key K1: the server answered with ANOTHER charge, ch_2",
                           "c2 gets 201 for key K1: the stored response, replayed (ch_2)")
     assert -1 < charge < replay, text
 
@@ -120,7 +121,18 @@ def test_a_409_while_the_original_runs_says_so() -> None:
     original, retry = copies(story, 2, headers=None)
     story.answer(retry, 409)
     story.answer(original, 201, resource="ch_1", headers=JSON)
-    assert "409 Conflict for key K1: the original is still running" in narrate(
+    assert "409 Conflict for key K1: another request with this key (c0) is running" in narrate(
+        story.history.events())
+
+
+def test_a_409_whose_cause_answered_first_is_still_told_as_caused_by_it() -> None:
+    """c1 ran while c0 waited, so c0's 409 came from c1's claim, though c1's answer reached
+    its client first."""
+    story = Story()
+    first, second = copies(story, 2, headers=None)
+    story.answer(second, 201, resource="ch_1", headers=JSON)
+    story.answer(first, 409)
+    assert "409 Conflict for key K1: another request with this key (c1) is running" in narrate(
         story.history.events())
 
 
@@ -138,7 +150,7 @@ def test_a_dead_servers_claim_is_not_called_still_running() -> None:
 
     text = narrate(story.history.events(), reference=True)
 
-    assert "still running" not in text
+    assert "another request with this key" not in text
     sent, died, lost = told(text, "set to kill the server after-claim", "the server process dies",
                             "no answer for key K1 (disconnected): the server died with the "
                             "request in it")
