@@ -80,6 +80,7 @@ class Narrator:
         self._clock = 0.0
         self._charges: dict[Identity, list[str]] = defaultdict(list)  # this retention window's
         self._told: dict[Identity, list[str]] = defaultdict(list)  # every charge named
+        self._first: dict[Identity, str | None] = {}  # the key's first request's fingerprint
         self._window: dict[Identity, float] = {}  # when the key's retention window began
         self._windows: dict[Identity, int] = defaultdict(lambda: 1)
         self._renewed: set[int] = set()  # ops that came after the key expired
@@ -243,8 +244,11 @@ class Narrator:
         label = f" ({event.label})" if event.label else ""
         retry = "retries" if (event.attempt or 1) > 1 else "sends"
         hooks = "".join(f", {w}" for w in hooks_told(event, self.target)) if self.target else ""
+        first = self._first.setdefault(event.identity, event.fingerprint)
+        other = (", a different request under the same key"
+                 if event.key is not None and event.fingerprint != first else "")
         return _say("→ ", f"{event.process} {retry} {event.method} {event.path} with "
-                          f"{self._who(event)}, attempt {event.attempt}{label}{hooks}"
+                          f"{self._who(event)}, attempt {event.attempt}{label}{other}{hooks}"
                           f"{self._age(event)}", "")
 
     def _age(self, event: Event) -> str:

@@ -191,3 +191,13 @@ def test_a_slowed_handler_is_told_where_it_is_sent() -> None:
     story.answer(slow, 201, resource="ch_1", headers=JSON)
     assert "attempt 1, its handler slowed by 1200 ms" in narrate(story.history.events(),
                                                                 reference=True)
+
+
+def test_a_reused_key_is_told_as_another_request_under_the_same_key() -> None:
+    story = Story()
+    story.attempt("k1", 201, resource="ch_1", headers=JSON)
+    story.attempt("k1", 201, attempt=2, fingerprint="fp-b", label="reuse:body", resource="ch_1",
+                  headers=replayed())
+    lines = narrate(story.history.events()).splitlines()
+    assert "a different request under the same key" not in lines[0]
+    assert "attempt 2 (reuse:body), a different request under the same key" in lines[2]
