@@ -49,10 +49,11 @@ def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
     redelivered = [d for d in queue.events_of("deliver", key) if d.value.get("redelivered")]
     if len(ids) > 1 and any(p.invoke.label == "republish" for p in publishes):
         return ("The producer published the same key again under a new message id and the "
-                "consumer ran it as a new job: it deduplicates by message id, not by the key.")
+                "consumer ran it as a new job: it deduplicates by message id at most, not by "
+                "the key.")
     if len(ids) > 1:
         return ("Copies of the message with the same key were each run: the key was not "
-                "claimed atomically before the work.")
+                "claimed atomically before the work, if at all.")
     if queue.incidents():
         return ("The message came back after " + queue.incidents()[0].what + ", and the "
                 "consumer ran the job again instead of finding the key done.")
