@@ -22,10 +22,14 @@ from tests.missing import missing
 EXAMPLES = Path(__file__).parents[2] / "examples" / "targets"
 
 
+def install() -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(EXAMPLES / "celery-charges" / "install.sh"), "--python",
+                           sys.executable], capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def celery_installed() -> None:
-    done = subprocess.run([str(EXAMPLES / "celery-charges" / "install.sh"), "--python",
-                           sys.executable], capture_output=True, text=True, timeout=600)
+    done = install()
     if done.returncode != 0:
         missing(f"cannot install the celery-charges example:\n{done.stderr.strip()}",
                 kind="tool")
@@ -68,3 +72,12 @@ def test_the_same_task_with_a_dedup_table_charges_once(
     (key,) = [e.key for e in outcome.events if e.f == "publish" and e.type == "ok"]
     assert (outcome.verdict, outcome.findings) == ("pass", [])
     assert effects_by_key(outcome) == {key: 1}
+
+
+@pytest.mark.usefixtures("celery_installed")
+def test_a_second_install_changes_nothing() -> None:
+    stamp = EXAMPLES / "celery-charges" / ".venv" / ".installed"
+    before = stamp.stat().st_mtime_ns
+    done = install()
+    assert done.returncode == 0 and "installing" not in done.stderr, done.stderr
+    assert stamp.stat().st_mtime_ns == before
