@@ -303,6 +303,9 @@ class Narrator:
                               if op != event.op and s.identity == event.identity
                               and s.time <= event.time
                               and self._ended.get(op, event.time) >= began})
+        if len(overlapping) > 3:
+            return (f"{len(overlapping)} other requests with this key are running; come back "
+                    "shortly")
         if overlapping:
             return (f"another request with this key ({', '.join(overlapping)}) is running; "
                     "come back shortly")

@@ -152,7 +152,8 @@ def test_a_crash_is_told_before_the_answer_it_cost_and_its_claim_is_not_running(
         assert -1 < sent < died < lost, lines
         claimed = first_line(lines, "409 Conflict")
         assert "the request that claimed it died with the server" in lines[claimed]
-        assert not any("another request with this key" in line for line in lines)
+        assert not any("with this key is running" in line or "with this key are running" in line
+                       for line in lines)
     assert any("its lease of 30s has run out" in line for line in shown.section("flawed"))
 
 

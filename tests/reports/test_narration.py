@@ -150,7 +150,7 @@ def test_a_dead_servers_claim_is_not_called_still_running() -> None:
 
     text = narrate(story.history.events(), reference=True)
 
-    assert "another request with this key" not in text
+    assert "with this key is running" not in text
     sent, died, lost = told(text, "set to kill the server after-claim", "the server process dies",
                             "no answer for key K1 (disconnected): the server died with the "
                             "request in it")
