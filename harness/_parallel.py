@@ -38,7 +38,7 @@ __all__ = ["WHOLE_TARGET", "Lane", "WholeTargetNeeded", "default_jobs", "needs_w
 
 #: Capabilities whose use changes the target for every scenario running on it.
 WHOLE_TARGET = frozenset({"clock", "crash", "restart", "store-proxy", "store-size", "cleanup",
-                          "instances"})
+                          "instances", "keyless-total"})
 
 #: Runs one scenario on a deployment: the runner's own ``_run_one`` with the run's settings.
 RunOne = Callable[[Scenario, Deployment, random.Random], ScenarioOutcome]

@@ -49,6 +49,8 @@ CAPABILITY_HINTS = {
     "lease": "a promised lease (promises.lease)",
     "store-proxy": "a [store_proxy] through which the target reaches its database",
     "instances": "start.shared_state = true (several processes share one store)",
+    "keyless-total": "keyless charges counted as a difference of totals ([effects.keyless] "
+                     "how = \"total\")",
 }
 
 

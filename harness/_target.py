@@ -584,6 +584,8 @@ class Target(_Section):
             caps.add("store-proxy")
         if self.shares_state:
             caps.add("instances")
+        if keyless_counting(self.effects) == "total":
+            caps.add("keyless-total")  # keyless charges counted from every charge's total
         return frozenset(caps)
 
     def with_start_args(self, args: list[str]) -> Target:

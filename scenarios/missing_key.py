@@ -46,4 +46,7 @@ SCENARIO = Scenario(
         "the charges can be counted; else the statuses only)",
     ),
     run=run,
+    # Counted as a difference of totals, a keyless charge needs nothing else charging meanwhile:
+    # the scenario then runs alone, not beside others.
+    uses=frozenset({"keyless-total"}),
 )
