@@ -141,7 +141,7 @@ LEFT JOIN idempotency_keys AS k
 """
 
 # A commit stores the response only under its claim's token, and inserts its charges only if that
-# update took.
+# update took.  Rows are updated in key order too.
 _COMMITS = f"""
 commits AS (
     SELECT * FROM jsonb_to_recordset(%(commits)s::jsonb) AS i(
@@ -149,7 +149,7 @@ commits AS (
 ), done AS (
     UPDATE idempotency_keys AS k
     SET status_code = i.status, response = i.response::jsonb, locked_until = NULL
-    FROM commits AS i
+    FROM (SELECT * FROM commits ORDER BY tenant, key) AS i
     WHERE k.tenant = ANY(ARRAY[i.tenant]) AND k.key = ANY(ARRAY[i.key])
       AND (i.token IS NULL OR k.token = i.token)
     RETURNING i.ord
