@@ -68,11 +68,16 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     clock = time.monotonic()
 
     emitting = threading.RLock()  # scenarios run at once: handlers hear one event at a time
+    over = threading.Event()
 
     def emit(event: RunEvent) -> None:
         with emitting:
+            if over.is_set():  # a scenario thread still ending after an interrupt: the run
+                return         # has said its last word, which a late event must not undo
             for handler in handlers:
                 handler.handle(event)
+            if isinstance(event, RunFinished):
+                over.set()
 
     planned = tuple(s.name for s in config.scenarios)
 
