@@ -223,15 +223,13 @@ def _target_file(tmp_path: Path, where: str) -> Path:
 ])
 def test_a_target_that_is_not_there_stops_the_run_at_once(env: dict[str, str], tmp_path: Path,
                                                           where: str, expected: str) -> None:
-    import time
-
-    started = time.monotonic()
     done = harness(env, "run", "--target", str(_target_file(tmp_path, where)),
                    "--report-dir", str(tmp_path / "r"), timeout=60)
     assert done.returncode == 2, done.stderr
     assert expected in done.stderr and "Traceback" not in done.stderr
     assert "<" not in done.stderr.split("fix:")[0], "no executor repr in the message"
-    assert time.monotonic() - started < 30
+    # Refused before the first scenario (no banner: it prints once the target is up), not
+    # after every scenario spent its retries on a target that is not there.
     assert "idem-harness target" not in done.stdout + done.stderr, "no banner before a refusal"
     assert not (tmp_path / "r").exists(), "a refused run leaves no report directory behind"
 
