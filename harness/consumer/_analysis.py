@@ -104,12 +104,15 @@ class QueueView:
             if fault.value.get("where") != "consumer":
                 continue
             name = str(fault.value.get("fault"))
-            what = {"ack-held": "its ack was held back and its connection cut",
+            end = heal or self.view.events[-1]
+            killed = any(fault.time <= c.time <= end.time for c in self.view.crashes)
+            what = {"ack-held": "its ack was held back and "
+                                + ("it was killed" if killed else "its connection cut"),
                     "connection-stall": "its broker connection stalled",
                     "connection-cut": "its broker connection was cut"}.get(name, name)
             found.append(Incident(f"the consumer's {what}".replace("the consumer's its ",
                                                                    "the consumer's "),
-                                  fault, heal or self.view.events[-1]))
+                                  fault, end))
         return sorted(found, key=lambda i: i.start.time)
 
     def story(self, key: str) -> str:
