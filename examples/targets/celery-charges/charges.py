@@ -76,7 +76,7 @@ def connect() -> sqlite3.Connection:
 
 @worker_init.connect
 def create_ledger(**_: object) -> None:
-    """The tables exist before the worker takes its first message (and before the harness counts)."""
+    """The tables exist before the worker takes its first message (and the harness counts)."""
     conn = connect()
     try:
         conn.executescript(SCHEMA)
@@ -105,8 +105,8 @@ def charge(self: object, key: str, amount: object, currency: object = "usd") -> 
         conn.execute("begin immediate")
         if MODE == "dedup":
             try:
-                conn.execute("insert into processed_keys (idempotency_key, charge_id) values (?, 0)",
-                             (key,))
+                conn.execute("insert into processed_keys (idempotency_key, charge_id) "
+                             "values (?, 0)", (key,))
             except sqlite3.IntegrityError:
                 conn.execute("rollback")
                 return None  # done before (a redelivery or a republish): ack, charge nothing
