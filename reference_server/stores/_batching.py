@@ -1,14 +1,13 @@
-"""Batches for PostgreSQL: the operations of one kind that queue up together go as one statement.
+"""Batches for PostgreSQL: the writes that queue up together go as one statement.
 
 A statement costs a fixed amount whatever it carries: in this process, psycopg building, sending
 and parsing it and the pool's checkout (about 0.3 ms of CPU, measured with py-spy); in the
-database, a round of the protocol, a snapshot and the executor's start.  With the idempotency
-layer a request needs two statements (the claim before the work, the fenced commit after it)
-where the bare handler needs one, so on a busy server the layer's cost is mostly that fixed cost
-paid twice.  A ``Batcher`` sends the claims (or the commits) that arrive in one event-loop turn as
-the rows of one statement, and while that statement is out, the next ones queue for the one
-after it: the busier the server, the larger the batches, and an idle server sends each operation
-alone at once.
+database, a round of the protocol, a snapshot and the executor's start.  A request with a key
+writes twice (the claim before the work, the fenced commit after it), a request without one
+once.  A ``Batcher`` sends the writes that arrive in one event-loop turn as the records of one
+statement, and while that statement is out, the next ones queue for the one after it: the
+busier the server, the larger the batches, and an idle server sends each operation alone at
+once.
 
 Nothing about the protocol changes.  Each operation keeps its own outcome (one row each in the
 answer), and an operation hears back only once its statement has committed.  Two operations on
@@ -29,6 +28,7 @@ from typing import Generic, TypeVar
 from reference_server.stores._base import StoreUnavailable
 
 __all__ = ["Batcher"]
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 

@@ -1,10 +1,11 @@
 """The PostgreSQL store: the seed's table with a tenant, a lease and a fencing token.
 
-Every operation is one statement in autocommit mode, so no transaction ever waits on the
-network between two statements holding a lock: the claim is one upsert, and the commit is one
-statement whose CTEs update the key (only under the claim's token) and insert the charges (only
-if the update took).  A connection lost during that statement leaves the outcome unknown to
-this process, and the next retry finds the key either complete or still under this claim.
+Every statement runs in autocommit mode, so no transaction ever waits on the network between
+two statements holding a lock.  The writes of one event-loop turn share one statement
+(``_batching``): the claims are one upsert, the commits one update of the keys (each only under
+its claim's token) whose CTE inserts each commit's charges only if its update took.  A
+connection lost during that statement leaves the outcome unknown to this process, and the next
+retry finds each key either complete or still under its claim.
 
 The connection may run through a Toxiproxy proxy the harness faults, so every operation has a
 deadline (``STORE_TIMEOUT``), connects time out, and the server side cancels slow statements;
