@@ -12,7 +12,7 @@ from harness._postgres import PostgresServer
 from harness._reference import reference_target
 from harness._toxiproxy import ToxiproxyServer
 from reference_server.flaws import FLAWS
-from scenarios import CATALOG
+from scenarios import default_scenarios
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, postgres_server: PostgresSe
         *(MatrixRow(f"flaw-{name}", reference_target(store=None, flaw=name), "flaw",
                     flaw.properties) for name, flaw in FLAWS.items()),
     ]
-    return run_matrix(rows, list(CATALOG.values()), tmp_path_factory.mktemp("matrix"),
+    return run_matrix(rows, default_scenarios(rows[0].target), tmp_path_factory.mktemp("matrix"),
                       seed=1234)
 
 
