@@ -132,6 +132,7 @@ def _starting(target: Target, base_url: str) -> list[str]:
         's.bind(("127.0.0.1", 0)); print(s.getsockname()[1])\')',
         '  WORKDIR=$(mktemp -d); BASE="http://127.0.0.1:$PORT"',
         '  trap \'kill_target; rm -rf "$WORKDIR"\' EXIT',
+        "  trap 'exit 130' INT TERM  # through the EXIT trap: the target never outlives it",
         "  start_target",
         "fi",
     ]
@@ -168,7 +169,9 @@ def _playing(story: Sequence[Event], target: Target) -> list[str]:
             lines.append(f"send {commands[0]}")
         else:
             lines.append(f"# {len(commands)} requests that overlapped in the run, sent at once:")
-            lines += [f"send {c} &" for c in commands] + ["wait"]
+            lines += ["sending=()"]
+            lines += [f'send {c} & sending+=("$!")' for c in commands]
+            lines += ['wait "${sending[@]}"  # the requests, not the target']
     return lines
 
 

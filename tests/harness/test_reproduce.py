@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from harness._findings import Finding
 from harness._history import Event, History
 from harness._reproduce import script_for
@@ -18,26 +20,31 @@ from tests.harness.test_run_cli import env, harness, results
 __all__ = ["env"]
 
 
-def test_a_crash_finding_replays_from_its_script_after_the_run(env: dict[str, str],
-                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize(("flaw", "scenario", "shows"), [
+    ("split-commit", "crash-mid-request", ["X-Test-Fault: crash-after-work", "kill_target",
+                                           "start_target", "/clock/advance"]),
+    ("check-then-insert", "key-reuse", ['wait "${sending[@]}"']),  # a racing pair, at once
+])
+def test_a_finding_replays_from_its_script_after_the_run(env: dict[str, str], tmp_path: Path,
+                                                         flaw: str, scenario: str,
+                                                         shows: list[str]) -> None:
     report = tmp_path / "run"
-    done = harness(env, "run", "--reference", "--flaw", "split-commit", "--scenario",
-                   "crash-mid-request", "--report-dir", str(report), "--seed", "3")
+    done = harness(env, "run", "--reference", "--flaw", flaw, "--scenario", scenario,
+                   "--report-dir", str(report), "--seed", "3")
     assert done.returncode == 1, done.stderr
     finding = next(f for s in results(report)["scenarios"] for f in s["findings"]
                    if f["property"] == "P1")
     command = finding["reproduce"].split()
     assert command[0] == "bash" and Path(command[1]).is_file()
     script = Path(command[1]).read_text()
-    assert "X-Test-Fault: crash-after-work" in script, "the crash hook's header is sent"
-    assert "kill_target" in script and "start_target" in script and "/clock/advance" in script
+    assert all(line in script for line in shows), script  # fault headers, kills, races
     assert os.access(command[1], os.X_OK)
     # The run is over and its port is gone: the script starts its own target and shows both.
     replay = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert replay.returncode == 0, replay.stderr
     counted = json.loads(replay.stdout.strip().splitlines()[-1])
     assert counted["count"] == 2, replay.stdout
-    assert "reproduce/crash-mid-request-" in (report / "index.html").read_text()
+    assert f"reproduce/{scenario}-" in (report / "index.html").read_text()
 
 
 def test_requests_that_overlapped_are_sent_at_once_and_others_in_order() -> None:
@@ -56,6 +63,6 @@ def test_requests_that_overlapped_are_sent_at_once_and_others_in_order() -> None
     text = script_for(Finding("P1", "t/k", "two charges", tuple(e.index for e in events)),
                       events, target, scenario="key-reuse", seed=1, base_url="")
     lines = [line for line in text.splitlines() if line.startswith(("send ", "wait"))]
-    assert [line.endswith("&") for line in lines] == [True, True, False, False]
-    assert lines[2] == "wait" and "amount" in lines[3]
+    assert [" & " in line for line in lines] == [True, True, False, False]
+    assert lines[2].startswith('wait "${sending[@]}"') and "amount" in lines[3]
     assert "--data-urlencode tenant=t --data-urlencode key=k" in text
