@@ -109,7 +109,9 @@ def test_a_passing_explore_keeps_every_example_and_check_agrees(
     results = json.loads((tmp_path / "results.json").read_text())
     numbers = results["extra"]["explore"]
     scenario = results["scenarios"][0]
-    assert numbers["examples"] == 4 and numbers["steps"] >= 4
+    # Hypothesis may draw one more than its budget (a replayed database entry, its own
+    # bookkeeping): what matters is that every example run is counted and kept.
+    assert numbers["examples"] >= 4 and numbers["steps"] >= numbers["examples"]
     assert scenario["requests"] == numbers["requests"] > 0
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     assert len(history) == scenario["events"] > 0
