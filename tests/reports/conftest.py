@@ -36,9 +36,12 @@ def chromium_path() -> str | None:
     return os.environ.get("IDEM_CHROMIUM") or shutil.which("chromium")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    """One headless Chromium with a fresh profile for the whole session."""
+    """One headless Chromium with a fresh profile for the module that uses it.
+
+    Not for the session: Playwright's sync API keeps an asyncio loop running in the main
+    thread while it is open, and every later ``asyncio.run`` in the same worker would fail."""
     executable = chromium_path()
     if executable is None:
         message = ("chromium is missing: run `make setup` (scripts/ensure-chromium installs "
