@@ -8,16 +8,20 @@ flaw matrix and the training demo list them from ``FLAWS``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from reference_server._behaviour import Behaviour
 
 __all__ = ["FLAWS", "Flaw", "UnknownFlaw", "get_flaw"]
 
+#: What a flaw flips a switch of: the HTTP server's ``Behaviour`` or the consumer's.
+B = TypeVar("B", bound=Any)
+
 
 @dataclass(frozen=True, slots=True)
-class Flaw:
+class Flaw(Generic[B]):
     name: str
     properties: tuple[str, ...]
     switch: Mapping[str, object]
@@ -25,25 +29,26 @@ class Flaw:
 
     @property
     def summary(self) -> str:
-        """The docstring's first line."""
+        """The docstring's first line: the one-line story for reports."""
         return self.doc.strip().splitlines()[0]
 
-    def apply(self, behaviour: Behaviour) -> Behaviour:
-        return dataclasses.replace(behaviour, **self.switch)  # type: ignore[arg-type]
+    def apply(self, behaviour: B) -> B:
+        return dataclasses.replace(behaviour, **self.switch)
 
 
 class UnknownFlaw(KeyError):
     """No flaw has that name; the message lists the ones that exist."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, known: Iterable[str] | None = None, kind: str = "flaw") -> None:
         self.name = name
-        super().__init__(f"unknown flaw {name!r}; choose one of: {', '.join(FLAWS)}")
+        names = ", ".join(FLAWS if known is None else known)
+        super().__init__(f"unknown {kind} {name!r}; choose one of: {names}")
 
     def __str__(self) -> str:
         return str(self.args[0])
 
 
-_ALL = (
+_ALL: tuple[Flaw[Behaviour], ...] = (
     Flaw("server-generated-key", ("P1", "P3"), {"client_key": False}, """
 The server makes up a new key for every request instead of using the client's.
 
@@ -158,10 +163,10 @@ GET /charges/{id} is 404; or cut the PostgreSQL proxy while the handler runs.
 """),
 )
 
-FLAWS: dict[str, Flaw] = {flaw.name: flaw for flaw in _ALL}
+FLAWS: dict[str, Flaw[Behaviour]] = {flaw.name: flaw for flaw in _ALL}
 
 
-def get_flaw(name: str) -> Flaw:
+def get_flaw(name: str) -> Flaw[Behaviour]:
     try:
         return FLAWS[name]
     except KeyError:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from harness._errors import UsageError
+from reference_server._behaviour import Behaviour
 from reference_server.flaws import FLAWS, Flaw
 
 __all__ = ["CRASH_POINT", "PITFALLS", "SCENARIO_FOR", "FailureMode", "failure_mode",
@@ -59,7 +60,7 @@ _HEADING = re.compile(r"^[A-Z][A-Za-z ]{0,15}: ")
 
 @dataclass(frozen=True)
 class FailureMode:
-    flaw: Flaw
+    flaw: Flaw[Behaviour]
     scenario: str | None
     pitfall: str | None
     crash_point: str | None = None

@@ -7,45 +7,27 @@ whose first line is the story a report tells.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import TypeAlias
 
 from reference_server.consumer._behaviour import ConsumerBehaviour
+from reference_server.flaws import Flaw, UnknownFlaw
 
 __all__ = ["CONSUMER_FLAWS", "ConsumerFlaw", "UnknownConsumerFlaw", "get_consumer_flaw"]
 
-
-@dataclass(frozen=True, slots=True)
-class ConsumerFlaw:
-    name: str
-    properties: tuple[str, ...]
-    switch: Mapping[str, object]
-    doc: str
-
-    @property
-    def summary(self) -> str:
-        """The docstring's first line: the one-line story for reports."""
-        return self.doc.strip().splitlines()[0]
-
-    def apply(self, behaviour: ConsumerBehaviour) -> ConsumerBehaviour:
-        return dataclasses.replace(behaviour, **self.switch)  # type: ignore[arg-type]
+#: A consumer flaw is the HTTP server's kind of flaw, flipping a switch of ``ConsumerBehaviour``
+#: (a type only: a frozen, slotted generic dataclass cannot be called through its alias).
+ConsumerFlaw: TypeAlias = Flaw[ConsumerBehaviour]
 
 
-class UnknownConsumerFlaw(KeyError):
+class UnknownConsumerFlaw(UnknownFlaw):
     """No consumer flaw has that name; the message lists the ones that exist."""
 
     def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"unknown consumer flaw {name!r}; choose one of: "
-                         f"{', '.join(CONSUMER_FLAWS)}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+        super().__init__(name, CONSUMER_FLAWS, "consumer flaw")
 
 
-_ALL = (
-    ConsumerFlaw("ack-before-work", ("P2",), {"ack": "before-work"}, """
+_ALL: tuple[ConsumerFlaw, ...] = (
+    Flaw("ack-before-work", ("P2",), {"ack": "before-work"}, """
 Acks each message as soon as it arrives, before doing the job: a crash loses the job.
 
 Mistake: auto-ack, or an explicit ack at the top of the handler "so the broker does not
@@ -55,7 +37,7 @@ Breaks: P2 (every confirmed message has exactly one effect once the queue drains
 See it: publish a message with X-Test-Pause: before-work:5000 (--test-faults), kill the
 consumer while it waits, restart it: the queue is empty and there is no charge.
 """),
-    ConsumerFlaw("no-dedup", ("P1",), {"dedup": "none"}, """
+    Flaw("no-dedup", ("P1",), {"dedup": "none"}, """
 Trusts the broker to deliver once: no dedup key is checked at all.
 
 Mistake: the handler does the work for every delivery; but queues deliver at least once, and a
@@ -63,7 +45,7 @@ lost ack, a crash before the ack or a producer's republish all deliver the messa
 Breaks: P1 (at most one effect per dedup key).
 See it: publish the same message twice (a republish after a lost confirm): two charges.
 """),
-    ConsumerFlaw("dedup-after-work", ("P1", "P9"), {"dedup": "after-work"}, """
+    Flaw("dedup-after-work", ("P1", "P9"), {"dedup": "after-work"}, """
 Writes the dedup key after the work, in a transaction of its own.
 
 Mistake: "check the key, do the job, then record the key": a copy delivered to another consumer
@@ -73,7 +55,7 @@ Breaks: P1 (two effects for one key) and P9 (a crash does not converge to one ef
 See it: publish two copies of one message to two consumers at once (or with --prefetch 2 and
 a slow job): two charges.
 """),
-    ConsumerFlaw("message-id-only", ("P1",), {"key_from_header": False}, """
+    Flaw("message-id-only", ("P1",), {"key_from_header": False}, """
 Deduplicates on the broker's message id, ignoring the client's dedup key.
 
 Mistake: the message id looks unique per job, but a producer that republishes after a lost
@@ -83,7 +65,7 @@ Breaks: P1 (at most one effect per dedup key).
 See it: publish a message with Idempotency-Key K, publish it again with the same K and a new
 message id: two charges.
 """),
-    ConsumerFlaw("check-then-insert", ("P1",), {"dedup": "check-then-insert"}, """
+    Flaw("check-then-insert", ("P1",), {"dedup": "check-then-insert"}, """
 Looks the key up, then inserts it: two consumers that look at once both see nothing.
 
 Mistake: SELECT, then INSERT, with no atomic claim (no ON CONFLICT, no check that the insert
@@ -91,7 +73,7 @@ took); when two consumers get copies of one message at once, both believe they o
 Breaks: P1 (at most one effect per dedup key).
 See it: two consumers on one store, two copies of one message published at once: two charges.
 """),
-    ConsumerFlaw("short-dedup-window", ("P6", "P1"), {"retention_cap": 300.0}, """
+    Flaw("short-dedup-window", ("P6", "P1"), {"retention_cap": 300.0}, """
 Forgets finished keys after 5 minutes, whatever --retention promises.
 
 Mistake: a dedup table with a TTL shorter than the longest redelivery (a message parked in a
@@ -101,7 +83,7 @@ Breaks: P6 (the dedup window is shorter than promised) and then P1 (a second eff
 See it: with --test-clock, process a message, advance the clock 301 s, deliver it again: a
 second charge, although --retention says 24 h.
 """),
-    ConsumerFlaw("poison-requeue-forever", ("P10",), {"bounded_attempts": False}, """
+    Flaw("poison-requeue-forever", ("P10",), {"bounded_attempts": False}, """
 Requeues a message it cannot process, for ever.
 
 Mistake: nack with requeue=True on every failure and no attempt limit, so a message that can
