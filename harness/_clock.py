@@ -20,7 +20,7 @@ import httpx
 
 from harness._target import ClockHook
 
-__all__ = ["HookClock", "TargetClock", "confirm_jump", "target_time"]
+__all__ = ["HookCall", "HookClock", "TargetClock", "confirm_jump", "target_time"]
 
 #: How far a confirmed jump may land from where it was aimed: the ``Date`` header has whole
 #: seconds, and the two readings are requests on a shared machine.

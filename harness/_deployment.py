@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness._clock import HookClock, TargetClock, confirm_jump, target_time
+from harness._clock import HookCall, HookClock, TargetClock, confirm_jump, target_time
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._faketime import FaketimeClock
 from harness._network import free_port, require_loopback
@@ -359,17 +359,28 @@ class Deployment:
         self.clock.advance(seconds)
 
     def store_size(self) -> dict[str, int]:
-        hook = self.target.hooks.store_size
-        if hook is None:
-            raise UsageError(f"target {self.target.name} has no store_size hook")
-        data = self._hook(hook.method, hook.path)
-        size = {"rows": int(data[hook.rows])}
-        if hook.in_progress:
-            size["in_progress"] = int(data[hook.in_progress])
-        return size
+        return read_store_size(self.target, self._hook)
 
     def cleanup(self) -> None:
-        hook = self.target.hooks.cleanup
-        if hook is None:
-            raise UsageError(f"target {self.target.name} has no cleanup hook")
-        self._hook(hook.method, hook.path)
+        run_cleanup(self.target, self._hook)
+
+
+def read_store_size(target: Target, call: HookCall) -> dict[str, int]:
+    """The key table's size through ``[hooks.store_size]``: rows, and keys in progress when the
+    hook says where that count is.  HTTP targets and consumers share it."""
+    hook = target.hooks.store_size
+    if hook is None:
+        raise UsageError(f"target {target.name} has no store_size hook")
+    data = call(hook.method, hook.path, None, {})
+    size = {"rows": int(data[hook.rows])}
+    if hook.in_progress:
+        size["in_progress"] = int(data[hook.in_progress])
+    return size
+
+
+def run_cleanup(target: Target, call: HookCall) -> None:
+    """Ask the target to delete its expired keys now, through ``[hooks.cleanup]``."""
+    hook = target.hooks.cleanup
+    if hook is None:
+        raise UsageError(f"target {target.name} has no cleanup hook")
+    call(hook.method, hook.path, None, {})

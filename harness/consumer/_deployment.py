@@ -22,6 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from harness._clock import HookClock
+from harness._deployment import read_store_size, run_cleanup
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
@@ -318,24 +320,13 @@ class ConsumerDeployment:
         hook = self.target.hooks.clock
         if hook is None:
             raise UsageError(f"target {self.target.name} has no clock hook")
-        whole = int(seconds) if float(seconds).is_integer() else seconds
-        self.hook(hook.method, hook.path, hook.body, {"seconds": whole})
+        HookClock(hook, self.hook).advance(seconds)
 
     def store_size(self) -> dict[str, int]:
-        hook = self.target.hooks.store_size
-        if hook is None:
-            raise UsageError(f"target {self.target.name} has no store_size hook")
-        data = self.hook(hook.method, hook.path)
-        size = {"rows": int(data[hook.rows])}
-        if hook.in_progress:
-            size["in_progress"] = int(data[hook.in_progress])
-        return size
+        return read_store_size(self.target, self.hook)
 
     def cleanup(self) -> None:
-        hook = self.target.hooks.cleanup
-        if hook is None:
-            raise UsageError(f"target {self.target.name} has no cleanup hook")
-        self.hook(hook.method, hook.path)
+        run_cleanup(self.target, self.hook)
 
 
 class _OpensWhenConsuming:
