@@ -4,12 +4,13 @@ explore, demo, the benches) starts the reference server through this one functio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from harness._errors import UsageError
 from harness._target import StoreProxy, Target, load_target
 
-__all__ = ["reference_name", "reference_target"]
+__all__ = ["check_flags", "reference_name", "reference_target"]
 
 
 def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
@@ -18,7 +19,7 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
     A PostgreSQL store is reached through a Toxiproxy proxy of the harness's ([store_proxy]),
     so store scenarios can fault the connection between the server and its database.
     """
-    _check_flags(store=store, flaw=flaw)
+    check_flags(store=store, flaw=flaw)
     target = load_target("reference")
     args: list[str] = []
     if store and store.startswith(("postgresql://", "postgres://")):
@@ -49,14 +50,16 @@ _ENABLE_HINTS = {
 }
 
 
-def _check_flags(*, store: str | None, flaw: str | None) -> None:
-    """Refuse a bad --flaw or --store before Toxiproxy or the server starts."""
+def check_flags(*, store: str | None, flaw: str | None,
+                lookup: Callable[[str], object] | None = None) -> None:
+    """Refuse a bad --flaw or --store before Toxiproxy or the service starts; ``lookup``
+    finds a flaw by name (default the HTTP server's; the consumer passes its own)."""
     from reference_server.flaws import UnknownFlaw, get_flaw
     from reference_server.stores import StoreUrlError, check_store_url
 
     try:
         if flaw is not None:
-            get_flaw(flaw)
+            (lookup or get_flaw)(flaw)
         if store is not None:
             check_store_url(store)
     except UnknownFlaw as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness._errors import UsageError
 from harness._outcomes import RunResult
+from harness._reference import check_flags
 from harness._scenario import Scenario
 from harness._target import load_target
 from harness.consumer._target import ConsumerTarget
@@ -23,7 +24,7 @@ def reference_consumer_target(*, store: str | None, flaw: str | None) -> Consume
     """The reference consumer's target file, on ``store`` (default: SQLite in the run's work
     directory) and with ``flaw``.  Several consumers share the store, so a PostgreSQL store is
     one database they all open."""
-    _check_flags(store=store, flaw=flaw)
+    _check_consumer_flags(store=store, flaw=flaw)
     target = load_target(REFERENCE_CONSUMER)
     assert isinstance(target, ConsumerTarget)
     args: list[str] = []
@@ -35,19 +36,10 @@ def reference_consumer_target(*, store: str | None, flaw: str | None) -> Consume
     return named.with_start_args(args) if args else named  # type: ignore[return-value]
 
 
-def _check_flags(*, store: str | None, flaw: str | None) -> None:
-    from reference_server.consumer.flaws import UnknownConsumerFlaw, get_consumer_flaw
-    from reference_server.stores import StoreUrlError, check_store_url
+def _check_consumer_flags(*, store: str | None, flaw: str | None) -> None:
+    from reference_server.consumer.flaws import get_consumer_flaw
 
-    try:
-        if flaw is not None:
-            get_consumer_flaw(flaw)
-        if store is not None:
-            check_store_url(store)
-    except UnknownConsumerFlaw as exc:
-        raise UsageError(f"--flaw: {exc}") from None
-    except StoreUrlError as exc:
-        raise UsageError(f"--store: {exc}") from None
+    check_flags(store=store, flaw=flaw, lookup=get_consumer_flaw)
 
 
 def reference_consumer_name(*, store: str | None, flaw: str | None) -> str:
