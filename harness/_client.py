@@ -180,10 +180,18 @@ class RecordingClient:
             headers[tenant.header] = tenant.format.replace("{tenant}", request.tenant)
         return method, path, raw, headers
 
+    def _unexplained(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """The headers a request sent beyond the usual JSON body type, its key and its tenant
+        (which the event records in fields of their own)."""
+        own = {self.target.key.header.lower()}
+        if self.target.tenant is not None:
+            own.add(self.target.tenant.header.lower())
+        return {k: v for k, v in headers.items() if k.lower() not in own
+                and (k.lower(), v) != ("content-type", "application/json")}
+
     def send(self, request: Request, *, process: str, attempt: int = 1,
              timeout: float | None = None, instance: int = 0) -> Event:
         method, path, raw, headers = self.prepare(request)
-        endpoint_headers = self.operation(method, path).headers
         invocation = self.history.invoke(
             "request", process,
             key=request.key, tenant=request.tenant, attempt=attempt, label=request.label or None,
@@ -192,7 +200,7 @@ class RecordingClient:
             key_header=headers.get(self.target.key.header),
             # Headers the key, the tenant and the body type do not explain (an operation's
             # own, a fault hook's): a reproduction must send them too.
-            headers={**endpoint_headers, **request.headers} or None,
+            headers=self._unexplained(headers) or None,
             value={"instance": instance} if instance else {},
         )
         url = self.urls[instance % len(self.urls)] + path

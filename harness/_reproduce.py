@@ -242,10 +242,12 @@ def _counting(finding: Finding, story: Sequence[Event], target: Target) -> list[
 
 
 def _curl_words(invoke: Event, target: Target, base: str) -> list[str]:
+    sent = invoke.headers or {}
     words = ["curl", "-i", "-X", invoke.method or target.endpoint.method,
-             f"{base}{invoke.path or target.endpoint.path}", "-H",
-             "Content-Type: application/json"]
-    for name, value in (invoke.headers or {}).items():
+             f"{base}{invoke.path or target.endpoint.path}"]
+    if not any(name.lower() == "content-type" for name in sent):  # the usual JSON body
+        words += ["-H", "Content-Type: application/json"]
+    for name, value in sent.items():
         words += ["-H", f"{name}: {value}"]
     if invoke.key_header is not None:
         words += ["-H", f"{target.key.header}: {invoke.key_header}"]
