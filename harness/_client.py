@@ -14,9 +14,11 @@ import http.client
 import json
 import math
 import random
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -139,6 +141,13 @@ class RetryPolicy:
         return backoff * (0.5 + rng.random() / 2)
 
 
+@cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every recording client of the process: building one
+    loads the CA bundle (tens of milliseconds), and the explorer makes a client per example."""
+    return httpx.create_ssl_context()
+
+
 class RecordingClient:
     """Sends the target's endpoint requests through its proxies and records every attempt."""
 
@@ -147,7 +156,7 @@ class RecordingClient:
         self.history = history
         self.urls = urls
         self._http = httpx.Client(
-            timeout=target.client.timeout,
+            timeout=target.client.timeout, verify=_tls_context(),
             limits=httpx.Limits(max_keepalive_connections=0, max_connections=None),
         )
 

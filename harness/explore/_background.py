@@ -60,11 +60,14 @@ class Background:
         self._pending.append(_Pending(step, timeout, thread, result))
         thread.start()
         if before is None:  # the target cannot say: give the request a moment to arrive
-            time.sleep(min(UNOBSERVED_PAUSE, delay_ms / 2000))
+            thread.join(timeout=min(UNOBSERVED_PAUSE, delay_ms / 2000))
             return
+        # Stop waiting as soon as the request is answered: a network fault or a refusal can
+        # end it at once, and then the key will never show as in progress.
         deadline = time.monotonic() + delay_ms / 2000
-        while time.monotonic() < deadline and (self._in_progress() or 0) <= before:
-            time.sleep(0.01)
+        while (time.monotonic() < deadline and thread.is_alive()
+               and (self._in_progress() or 0) <= before):
+            thread.join(timeout=0.01)
 
     def _in_progress(self) -> int | None:
         """Keys the target holds in progress; None when it cannot say (no hook, or the hook
