@@ -41,6 +41,10 @@ def _run(jobs: int, seed: int, server: PostgresServer, toxiproxy: ToxiproxyServe
     return time.monotonic() - started, result
 
 
+def _seconds(result: RunResult, name: str) -> float:
+    return next(o.seconds for o in result.outcomes if o.name == name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -57,6 +61,9 @@ def main() -> None:
     print(f"catalog on PostgreSQL ({len(CATALOG)} scenarios, seed {args.seed})")
     print(f"  one after another: {serial:6.1f}s  ({one.verdict})")
     print(f"  {args.jobs} at once:        {at_once:6.1f}s  ({many.verdict})")
+    longest = max(many.outcomes, key=lambda o: o.seconds)
+    print(f"  longest scenario at once: {longest.name} {longest.seconds:.1f}s "
+          f"(one after another: {_seconds(one, longest.name):.1f}s)")
     print(f"  ratio {ratio:.2f}  goal at most {GOAL_RATIO:.2f}  "
           f"{'met' if ratio <= GOAL_RATIO else 'NOT MET'}; same verdicts: "
           f"{'yes' if same else 'NO'}")

@@ -7,11 +7,11 @@ running target as long as a network fault one of them injects meets only its own
 each runs in a ``Lane``, a view of the deployment with its own Toxiproxy proxy in front of
 every instance.  A scenario that moves the clock, kills or restarts the process, faults the
 store, reads or cleans the whole key table, or starts more processes changes the target for
-everyone (``WHOLE_TARGET``): it runs on a deployment of its own when the caller can give it a
-store of its own (``own_target``), otherwise alone, after the others.  A lane refuses such
-operations (``WholeTargetNeeded``), so a scenario that does not declare what it uses
-(``Scenario.needs``, ``Scenario.uses``) gets an unknown verdict that says so, never a verdict
-bent by its neighbours.
+everyone (``WHOLE_TARGET``): it runs on an instance of its own (``OwnInstances``) when the
+caller can give it a store of its own (``own_target``), otherwise alone, after the others.
+A lane refuses such operations (``WholeTargetNeeded``), so a scenario that does not declare
+what it uses (``Scenario.needs``, ``Scenario.uses``) gets an unknown verdict that says so,
+never a verdict bent by its neighbours.
 
 Outcomes are reported in the order of the plan, whatever order they finish in.
 """
@@ -33,8 +33,8 @@ from harness._scenario import Scenario
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer
 
-__all__ = ["WHOLE_TARGET", "Lane", "WholeTargetNeeded", "default_jobs", "needs_whole_target",
-           "run_at_once"]
+__all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded", "default_jobs",
+           "needs_whole_target", "run_at_once", "whole_target_scenarios"]
 
 #: Capabilities whose use changes the target for every scenario running on it.
 WHOLE_TARGET = frozenset({"clock", "crash", "restart", "store-proxy", "store-size", "cleanup",
@@ -114,17 +114,92 @@ class Lane(Deployment):
         raise WholeTargetNeeded("run the target's cleanup")
 
 
+class OwnInstances:
+    """Instances for the scenarios that need the whole target, each with a store of its own
+    (``own_target``).  They start one at a time: starting a process is CPU work, and started
+    together they would all be late, the longest scenario's (queued first) as late as the rest.
+    An instance whose scenario has ended serves the next one that needs an instance, as the
+    one target of a serial run serves every scenario in turn: never two scenarios at once.
+    ``warm_up`` starts the first while the shared target is still starting."""
+
+    def __init__(self, own_target: Callable[[str], Target], *, toxiproxy: ToxiproxyServer,
+                 workdir: Path, allow_remote: bool) -> None:
+        self._own_target = own_target
+        self._toxiproxy = toxiproxy
+        self._workdir = workdir
+        self._allow_remote = allow_remote
+        self._lock = threading.Lock()
+        self._starting = threading.Lock()
+        self._idle: list[Deployment] = []
+        self._started: list[Deployment] = []
+        self._warming: threading.Thread | None = None
+
+    def warm_up(self) -> None:
+        """Start an instance in the background now, for the first scenario that needs one."""
+        def start() -> None:
+            with suppress(HarnessError):  # the scenario's own start meets it again and says so
+                with self._starting:
+                    own = self._start()
+                self.give_back(own)
+
+        self._warming = threading.Thread(target=start, name="own-instance", daemon=True)
+        self._warming.start()
+
+    def take(self) -> Deployment:
+        """An idle instance, or one started now (after any start under way, which may end
+        with an idle one)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        with self._starting:
+            with self._lock:
+                if self._idle:
+                    return self._idle.pop()
+            return self._start()
+
+    def give_back(self, own: Deployment) -> None:
+        with self._lock:
+            self._idle.append(own)
+
+    def _start(self) -> Deployment:
+        with self._lock:
+            number = len(self._started)
+            own = Deployment(self._own_target(f"own-{number}"), toxiproxy=self._toxiproxy,
+                             workdir=self._workdir / f"own-{number}",
+                             allow_remote=self._allow_remote)
+            self._started.append(own)
+        return own.start()
+
+    def close(self) -> None:
+        """Stop every instance at once (each close waits for its processes to exit)."""
+        if self._warming is not None:
+            self._warming.join()
+        with ThreadPoolExecutor(max_workers=max(1, len(self._started))) as closer:
+            list(closer.map(Deployment.close, self._started))
+
+    def __enter__(self) -> OwnInstances:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def whole_target_scenarios(scenarios: Sequence[Scenario], target: Target) -> list[int]:
+    """Positions of the scenarios that apply to ``target`` and change it for everyone."""
+    return [i for i, s in enumerate(scenarios)
+            if not s.not_applicable(target) and needs_whole_target(s, target)]
+
+
 def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: int,
-                seed: int, toxiproxy: ToxiproxyServer, workdir: Path,
-                own_target: Callable[[str], Target] | None, allow_remote: bool,
-                run_one: RunOne, started: Callable[[int], None],
+                seed: int, own: OwnInstances | None, run_one: RunOne,
+                started: Callable[[int], None],
                 finished: Callable[[int, ScenarioOutcome], None]) -> None:
     """Run ``scenarios`` up to ``jobs`` at once; ``started`` and ``finished`` hear each one's
-    position in the plan (under one lock, so report handlers see one event at a time)."""
-    target = deployment.target
-    whole = [i for i, s in enumerate(scenarios)
-             if not s.not_applicable(target) and needs_whole_target(s, target)]
-    alone = [] if own_target is not None else whole
+    position in the plan (under one lock, so report handlers see one event at a time).  Those
+    that need the whole target run on ``own`` instances, or without them alone, after the
+    others."""
+    whole = whole_target_scenarios(scenarios, deployment.target)
+    alone = [] if own is not None else whole
     lock = threading.Lock()
 
     def play(position: int) -> None:
@@ -135,11 +210,10 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
         if position in alone:
             outcome = run_one(scenario, deployment, rng)
         elif position in whole:
-            assert own_target is not None
-            with Deployment(own_target(scenario.name), toxiproxy=toxiproxy,
-                            workdir=workdir / f"alone-{scenario.name}",
-                            allow_remote=allow_remote) as own:
-                outcome = run_one(scenario, own, rng)
+            assert own is not None
+            instance = own.take()
+            outcome = run_one(scenario, instance, rng)
+            own.give_back(instance)
         else:
             lane = Lane(deployment, f"lane{position}")
             try:
@@ -149,9 +223,11 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
         with lock:
             finished(position, outcome)
 
-    # A scenario of its own instance first: starting that instance is the longest wait.
-    order = ([i for i in whole if i not in alone]
-             + [i for i in range(len(scenarios)) if i not in whole])
+    # The longest first (``Scenario.expected_seconds``), so that the run ends soon after its
+    # longest scenario instead of with a long one begun last; among equals, those on the shared
+    # target first, since they need no instance started (and instances start one at a time).
+    order = sorted((i for i in range(len(scenarios)) if i not in alone),
+                   key=lambda i: (-scenarios[i].expected_seconds, i in whole))
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario")
     try:
         futures: list[Future[None]] = [pool.submit(play, i) for i in order]

@@ -10,7 +10,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext, suppress
+from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
-from harness._parallel import run_at_once
+from harness._parallel import OwnInstances, run_at_once, whole_target_scenarios
 from harness._paths import state_dir
 from harness._reproduce import curl_for, script_path
 from harness._scenario import Scenario, ScenarioContext
@@ -95,10 +95,15 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                          else start_toxiproxy(log_dir=workdir))
     try:
-        with toxiproxy_context as toxiproxy, Deployment(
-            config.target, toxiproxy=toxiproxy, workdir=workdir, instances=config.instances,
-            allow_remote=config.allow_remote,
-        ) as deployment:
+        with ExitStack() as stack:
+            toxiproxy = stack.enter_context(toxiproxy_context)
+            own = _own_instances(config, toxiproxy, workdir)
+            if own is not None:
+                stack.enter_context(own)
+                own.warm_up()  # while the shared target starts
+            deployment = stack.enter_context(Deployment(
+                config.target, toxiproxy=toxiproxy, workdir=workdir,
+                instances=config.instances, allow_remote=config.allow_remote))
             # The banner only once the target is up: a target refused at start prints its
             # reason alone, as a bad target file does.
             emit(RunStarted(config.target, planned, seed, config.report_dir))
@@ -111,9 +116,7 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
                     outcomes.sort(key=lambda o: order[o.name])  # reports follow the plan
                     emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
 
-                run_at_once(config.scenarios, deployment, jobs=config.jobs, seed=seed,
-                            toxiproxy=toxiproxy, workdir=workdir, own_target=config.own_target,
-                            allow_remote=config.allow_remote,
+                run_at_once(config.scenarios, deployment, jobs=config.jobs, seed=seed, own=own,
                             run_one=lambda s, d, rng: _run_one(s, d, rng, config, emit),
                             started=lambda n: emit(ScenarioStarted(planned[n], n, len(planned))),
                             finished=finished)
@@ -135,6 +138,17 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     final = result(outcomes, complete=True)
     emit(RunFinished(final))
     return final
+
+
+def _own_instances(config: RunConfig, toxiproxy: ToxiproxyServer,
+                   workdir: Path) -> OwnInstances | None:
+    """Instances for the scenarios that need the whole target, when they run beside others
+    and the caller can give each a store of its own."""
+    if (config.jobs <= 1 or config.own_target is None
+            or not whole_target_scenarios(config.scenarios, config.target)):
+        return None
+    return OwnInstances(config.own_target, toxiproxy=toxiproxy, workdir=workdir,
+                        allow_remote=config.allow_remote)
 
 
 def _identity(finding: Finding) -> tuple[object, ...]:

@@ -77,6 +77,10 @@ class Scenario:
     #: they say whether it changes the target for scenarios running beside it (``_parallel``).
     uses: frozenset[str] = field(default_factory=frozenset)
     applies: Callable[[Target], str | None] = field(default=lambda target: None)
+    #: Roughly how long it takes against a target that answers at once (the reference server):
+    #: ``--jobs`` starts the longest first, so that no long scenario begins last and runs on
+    #: alone while the others are done.  Only the order depends on it, never a verdict.
+    expected_seconds: float = 1.0
 
     def not_applicable(self, target: Target, *,
                        unavailable: Mapping[str, str] | None = None) -> str | None:

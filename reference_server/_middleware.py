@@ -344,9 +344,8 @@ class _Exchange:
         work = PendingWork()
         try:
             response = await capture(layer.app, with_ledger(self.scope, work), receive)
-        except StoreUnavailable:
-            await self._release(request, token)
-            raise
+        except StoreUnavailable as exc:
+            return await self._unavailable(request, token, exc)
         except Exception:
             logger.exception("the handler failed (key %r, --errors %s)", request.key,
                              layer.errors)
@@ -358,9 +357,8 @@ class _Exchange:
             await send_captured(self.send, response)
         try:
             committed = await self._commit(request, token, response, work)
-        except StoreUnavailable:
-            await self._release(request, token)
-            raise
+        except StoreUnavailable as exc:
+            return await self._unavailable(request, token, exc)
         if request.faults.fault is FaultPoint.CRASH_BEFORE_RESPONSE:
             crash(FaultPoint.CRASH_BEFORE_RESPONSE)
         if self.responded:
@@ -407,6 +405,17 @@ class _Exchange:
         await send_error(self.send, 409, "in_progress",
                          "this request's claim on the key expired and another took it over",
                          retry_after=_RETRY_AFTER)
+
+    async def _unavailable(self, request: _KeyedRequest, token: int | None,
+                           exc: StoreUnavailable) -> None:
+        """The store failed under a claim: answer 503 first, then try to free the key.  The
+        store that just failed may take its whole deadline to refuse the release too, and the
+        client should not wait for that; until the release lands (or the lease runs out) a
+        retry is told 409, in progress."""
+        logger.warning("store unavailable: %s", exc)
+        if not self.responded:
+            await send_captured(self.send, _STORE_UNAVAILABLE)
+        await self._release(request, token)
 
     async def _release(self, request: _KeyedRequest, token: int | None) -> None:
         """Free the key for a retry; if the store cannot, the lease frees it later."""

@@ -44,4 +44,5 @@ SCENARIO = Scenario(
     ),
     run=run,
     needs=frozenset({"crash"}),
+    expected_seconds=1.5,
 )

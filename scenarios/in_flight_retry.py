@@ -96,4 +96,5 @@ SCENARIO = Scenario(
     ),
     run=run,
     uses=frozenset({"clock", "store-size"}),
+    expected_seconds=3.0,
 )

@@ -7,7 +7,9 @@ from dataclasses import replace
 
 from harness import Request, Scenario, ScenarioContext
 
-SLOW_MS = 800
+#: Long enough for the fault to go on while the handler runs: the harness injects it as soon
+#: as the target reports the key in progress, or after a 0.3 s pause when it cannot say.
+SLOW_MS = 500
 
 
 def _mid_request(ctx: ScenarioContext, fault: str, label: str) -> None:
@@ -61,4 +63,5 @@ SCENARIO = Scenario(
     ),
     run=run,
     needs=frozenset({"store-proxy", "slow"}),
+    expected_seconds=8.0,
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness._parallel import needs_whole_target
+from harness._parallel import OwnInstances, needs_whole_target
 from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario, ScenarioContext
@@ -72,3 +72,17 @@ def test_a_lane_refuses_to_move_the_clock_of_a_shared_target(
     assert "move the target's clock" in (outcome.reason or "")
     assert "declare it" in (outcome.reason or "")
     assert result.outcomes[1].verdict == "pass"
+
+
+def test_an_own_instance_serves_one_scenario_at_a_time_and_is_reused(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    target = reference_target(store=None, flaw=None)
+    with OwnInstances(lambda label: target, toxiproxy=toxiproxy_server, workdir=tmp_path,
+                      allow_remote=False) as own:
+        own.warm_up()
+        first, second = own.take(), own.take()  # the warm one, then one started now
+        assert first.instances[0].direct_url != second.instances[0].direct_url  # two processes
+        own.give_back(second)
+        assert own.take() is second  # no third start while one is idle
+        processes = [d.instances[0].process for d in (first, second)]
+    assert all(p is not None and not p.running() for p in processes)
