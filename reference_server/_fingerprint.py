@@ -2,7 +2,9 @@
 
 Canonical JSON (the ``rfc8785`` library, not a hand-written sort) makes key order, whitespace
 and number spelling irrelevant, so a retry that re-serialises the same request still matches
-(P4), while any change of value, path or method does not.
+(P4), while any change of value, path or method does not.  Documents the standard library's
+encoder writes exactly as RFC 8785 does (no floats, ASCII keys) take that faster road; a
+property test holds the two to the same bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,26 @@ def _reject_constant(name: str) -> object:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # made once: cheaper per call
+# The standard library's C encoder, for documents it spells exactly as RFC 8785 does: about
+# twice as fast as ``rfc8785``, which is written in Python, and run on every keyed request.
+_PLAIN = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          check_circular=False)
+_LARGEST_INTEGER = 2**53 - 1  # RFC 8785 refuses integers a double cannot hold exactly
+
+
+def _spelled_alike(value: object) -> bool:
+    """Does ``json`` write ``value`` as RFC 8785 does?  Yes without floats (their spelling
+    differs: ``1.0``, ``1e+16``), with integers RFC 8785 accepts, and with ASCII keys (sorted by
+    code point they are in RFC 8785's UTF-16 order); strings are escaped alike."""
+    if value is None or isinstance(value, (str, bool)):
+        return True
+    if isinstance(value, int):
+        return -_LARGEST_INTEGER <= value <= _LARGEST_INTEGER
+    if isinstance(value, list):
+        return all(_spelled_alike(item) for item in value)
+    if isinstance(value, dict):
+        return all(key.isascii() and _spelled_alike(item) for key, item in value.items())
+    return False
 
 
 def canonical_json(body: bytes) -> bytes:
@@ -41,6 +63,11 @@ def canonical_json(body: bytes) -> bytes:
     except ValueError:  # Python's limit on integer digits; the number is not echoed back
         raise InvalidJson("the body holds a number with too many digits") from None
     try:
+        if _spelled_alike(document):
+            try:
+                return _PLAIN.encode(document).encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: RFC 8785 says what is wrong
+                pass
         return rfc8785.dumps(document)
     except rfc8785.CanonicalizationError as exc:
         raise InvalidJson(f"the body cannot be canonicalised (RFC 8785): {exc}") from None

@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     locked_until  REAL,                        -- lease end (unix seconds); NULL once complete
     created_at    REAL NOT NULL,
     PRIMARY KEY (tenant, key)
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS idempotency_keys_created ON idempotency_keys (created_at);
 CREATE TABLE IF NOT EXISTS charges (
     seq         INTEGER PRIMARY KEY,

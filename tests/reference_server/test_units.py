@@ -4,6 +4,7 @@ store URLs and the flaw registry."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 from collections.abc import Callable
@@ -11,6 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import rfc8785
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from reference_server._claims import ClaimRequest, Verdict, judge
 from reference_server._durations import parse_duration
@@ -34,6 +38,34 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
 ])
 def test_keys_spelled_either_way(raw: bytes, key: str) -> None:
     assert parse_key([raw]) == key
+
+
+_ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=6)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.text(max_size=6) | _ANY_TEXT
+    | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=4) | _ANY_TEXT, inner, max_size=4),
+    max_leaves=12)
+
+
+@given(_JSON)
+@example({"\ufb01": 1, "\U0001f600": 2})  # code-point order is not UTF-16 order here
+@example([1.0, 1e16, 2**53, -0.0])  # spelled otherwise by json, or refused by RFC 8785
+def test_canonical_json_is_rfc8785_on_either_road(document: object) -> None:
+    """The standard library's encoder is taken only where it writes what RFC 8785 writes:
+    the same bytes, or the same refusal, for any document (floats, huge integers, keys and
+    strings with any code point, lone surrogates included)."""
+    body = json.dumps(document, ensure_ascii=True).encode()
+    try:
+        expected: bytes | None = rfc8785.dumps(json.loads(body))
+    except rfc8785.CanonicalizationError:
+        expected = None
+    if expected is None:
+        with pytest.raises(InvalidJson):
+            canonical_json(body)
+    else:
+        assert canonical_json(body) == expected
 
 
 def test_a_key_that_is_not_one() -> None:
