@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     request_hash  text NOT NULL,
     token         bigint NOT NULL,             -- fencing token of the latest claim
     status_code   int NOT NULL DEFAULT 0,      -- 0 while in progress, as in the seed
-    response      jsonb,                       -- {"headers", "body"}; NULL in progress
+    response      json,   -- {"headers", "body"}; NULL in progress.  json, not jsonb: kept as
+                          -- written, with no conversion either way (never queried inside)
     locked_until  timestamptz,                 -- lease end; NULL once complete
     created_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant, key)
@@ -92,7 +93,7 @@ _NEW_ROW = """
 _CHARGES_FROM_JSON = """
     INSERT INTO charges (id, tenant, client_key, amount, currency, customer, created_at)
     SELECT c.id, c.tenant, c.client_key, c.amount, c.currency, c.customer, c.created_at
-    FROM jsonb_to_recordset(%(charges)s::jsonb) AS c(
+    FROM json_to_recordset(%(charges)s::json) AS c(
         ord int, id text, tenant text, client_key text, amount bigint, currency text,
         customer text, created_at timestamptz)
 """
@@ -108,7 +109,7 @@ _CHARGES_FROM_JSON = """
 # statements locking the same keys take them in the same order.
 _CLAIMS = """
 claims AS (
-    SELECT * FROM jsonb_to_recordset(%(claims)s::jsonb) AS i(
+    SELECT * FROM json_to_recordset(%(claims)s::json) AS i(
         ord int, tenant text, key text, hash text, now timestamptz, lease_until timestamptz,
         expired_before timestamptz, lease_recovery bool)
 ), claimed AS (
@@ -145,11 +146,11 @@ LEFT JOIN idempotency_keys AS k
 # update took.  Rows are updated in key order too.
 _COMMITS = f"""
 commits AS (
-    SELECT * FROM jsonb_to_recordset(%(commits)s::jsonb) AS i(
+    SELECT * FROM json_to_recordset(%(commits)s::json) AS i(
         ord int, tenant text, key text, token bigint, status int, response text)
 ), done AS (
     UPDATE idempotency_keys AS k
-    SET status_code = i.status, response = i.response::jsonb, locked_until = NULL
+    SET status_code = i.status, response = i.response::json, locked_until = NULL
     FROM (SELECT * FROM commits ORDER BY tenant, key) AS i
     WHERE k.tenant = ANY(ARRAY[i.tenant]) AND k.key = ANY(ARRAY[i.key])
       AND (i.token IS NULL OR k.token = i.token)
@@ -185,7 +186,7 @@ _CHARGE_COLUMNS = "id, tenant, amount, currency, customer, created_at"
 
 def _charges_json(batch: Iterable[tuple[int, Sequence[Charge], str | None]]) -> str:
     """The charges of a batch's operations (each its place in the batch, its charges and its
-    request's key) as ``jsonb_to_recordset`` reads them: the API's fields, the tenant, the origin
+    request's key) as ``json_to_recordset`` reads them: the API's fields, the tenant, the origin
     key and the place."""
     return json.dumps([
         {**c.to_json(), "tenant": c.tenant, "client_key": client_key, "ord": ordinal}
