@@ -63,6 +63,10 @@ def script_for(finding: Finding, events: Sequence[Event], target: Target, *, sce
         *_starting(target, base_url),
         "",
         'send() { printf "\\n>>> %s\\n" "$*" >&2; curl -sS -i --max-time 30 "$@" || true; echo; }',
+        "# Requests that overlapped in the run go out from one curl, in parallel: separate curl",
+        "# processes would start milliseconds apart, long enough to lose a race the run won.",
+        'send_at_once() { printf "\\n>>> at once: %s\\n" "$*" >&2',
+        '                 curl -sS --parallel --parallel-immediate "$@" || true; echo; }',
         "",
         *_playing(story, target),
         "",
@@ -169,9 +173,7 @@ def _playing(story: Sequence[Event], target: Target) -> list[str]:
             lines.append(f"send {commands[0]}")
         else:
             lines.append(f"# {len(commands)} requests that overlapped in the run, sent at once:")
-            lines += ["sending=()"]
-            lines += [f'send {c} & sending+=("$!")' for c in commands]
-            lines += ['wait "${sending[@]}"  # the requests, not the target']
+            lines.append("send_at_once " + " --next ".join(f"--max-time 30 {c}" for c in commands))
     return lines
 
 

@@ -23,7 +23,7 @@ __all__ = ["env"]
 @pytest.mark.parametrize(("flaw", "scenario", "shows"), [
     ("split-commit", "crash-mid-request", ["X-Test-Fault: crash-after-work", "kill_target",
                                            "start_target", "/clock/advance"]),
-    ("check-then-insert", "key-reuse", ['wait "${sending[@]}"']),  # a racing pair, at once
+    ("check-then-insert", "key-reuse", ["send_at_once", " --next "]),  # a racing pair, at once
 ])
 def test_a_finding_replays_from_its_script_after_the_run(env: dict[str, str], tmp_path: Path,
                                                          flaw: str, scenario: str,
@@ -62,7 +62,8 @@ def test_requests_that_overlapped_are_sent_at_once_and_others_in_order() -> None
     events = history.events()
     text = script_for(Finding("P1", "t/k", "two charges", tuple(e.index for e in events)),
                       events, target, scenario="key-reuse", seed=1, base_url="")
-    lines = [line for line in text.splitlines() if line.startswith(("send ", "wait"))]
-    assert [" & " in line for line in lines] == [True, True, False, False]
-    assert lines[2].startswith('wait "${sending[@]}"') and "amount" in lines[3]
+    lines = [line for line in text.splitlines() if line.startswith(("send ", "send_at_once "))]
+    assert len(lines) == 2
+    assert lines[0].startswith("send_at_once ") and lines[0].count(" --next ") == 1
+    assert lines[1].startswith("send ") and "amount" in lines[1]
     assert "--data-urlencode tenant=t --data-urlencode key=k" in text
