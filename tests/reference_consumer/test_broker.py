@@ -15,6 +15,7 @@ from harness._errors import ServiceUnavailable
 from harness._network import free_port
 from harness._rabbitmq import RabbitServer, amqp_answers, start_rabbitmq
 from tests.reference_consumer.support import publish, queue_depth, unique
+from tests.reference_server.support import wait_until
 
 
 def _declare(url: str, queue: str) -> None:
@@ -27,8 +28,17 @@ def _declare(url: str, queue: str) -> None:
     asyncio.run(declare())
 
 
-def _listening_ports() -> set[int]:
-    return {c.laddr[1] for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr}
+def _listeners() -> dict[int, int | None]:
+    """Listening TCP ports and the process holding each."""
+    return {c.laddr[1]: c.pid for c in psutil.net_connections("tcp")
+            if c.status == "LISTEN" and c.laddr}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_a_second_node_runs_beside_the_first_and_leaves_nothing_behind(
@@ -48,11 +58,16 @@ def test_a_second_node_runs_beside_the_first_and_leaves_nothing_behind(
         node = second._stopper
         assert node is not None
         ports = {node.amqp_port, node.dist_port, node.epmd_port}
-        assert ports <= _listening_ports()
+        listening = _listeners()
+        assert ports <= listening.keys()
+        owners = {pid for port in ports if (pid := listening[port]) is not None}
         root = node.root
     finally:
         second.stop()
-    assert not ports & _listening_ports()
+    # The SIGKILLed group's last members may take a moment to be torn down, and a port number
+    # may meanwhile be taken by another test's process: it is the node's processes that must go.
+    wait_until(lambda: not any(_alive(pid) for pid in owners), "the node's processes to end")
+    assert not {port for port, pid in _listeners().items() if pid in owners}
     assert not root.exists()
     assert amqp_answers(rabbitmq_server.url, timeout=5) is None  # the first one is untouched
 
