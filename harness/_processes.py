@@ -19,6 +19,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
 from mirakuru import HTTPExecutor, TCPExecutor
 from mirakuru.exceptions import ExecutorError, ProcessExitedWithError, TimeoutExpired
 
@@ -62,6 +63,7 @@ class ManagedProcess:
         self._start_timeout = start_timeout
         self._executor: TCPExecutor | None = None
         self._group: int | None = None
+        self._leader_started: float | None = None
         self._log: IO[Any] | None = None
 
     @property
@@ -108,6 +110,7 @@ class ManagedProcess:
             ) from exc
         self._executor = executor
         self._group = executor.process.pid if executor.process else None  # mirakuru: setsid
+        self._leader_started = _started_at(self._group)
         with _live_lock:
             _live.add(self)
         return self
@@ -154,10 +157,19 @@ class ManagedProcess:
         """SIGKILL what is left of the process's group.  A process that dies by itself (a crash
         of the target's own making) leaves the helpers it started, such as the examples' Redis,
         running in its group, where stopping the (already dead) process no longer reaches them."""
-        if self._group is not None:
+        if self._group is not None and self._group_is_ours():
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._group, signal.SIGKILL)
-            self._group = None
+        self._group = None
+
+    def _group_is_ours(self) -> bool:
+        """Does the group's number still name our group?  Linux keeps a group's number while
+        any member lives, so it passes to another process only once all of ours are gone; a
+        process holding it now that started at another time than our leader is someone
+        else's (process numbers wrap within minutes on a busy machine: 32768 here)."""
+        assert self._group is not None
+        holder = _started_at(self._group)
+        return holder is None or holder == self._leader_started
 
     def _forget(self) -> None:
         self._end_group()
@@ -176,6 +188,16 @@ class ManagedProcess:
 
     def __repr__(self) -> str:
         return f"<ManagedProcess {self.name} pid={self.pid}>"
+
+
+def _started_at(pid: int | None) -> float | None:
+    """When process ``pid`` started, or None if there is none."""
+    if pid is None:
+        return None
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def _why_not_ready(exc: BaseException, timeout: float) -> str:

@@ -169,3 +169,27 @@ def test_helpers_of_a_process_that_died_by_itself_do_not_outlive_it(tmp_path: Pa
     finally:
         process.stop()  # stopping a dead process ends its helpers too
     helper.wait(timeout=10)
+
+
+def test_a_group_number_taken_by_another_process_is_left_alone(tmp_path: Path) -> None:
+    """Process numbers wrap on a busy machine: once a dead target's whole group is gone, its
+    number may lead someone else's group, which ending "what the dead one left" must spare."""
+    port = free_port()
+    process = ManagedProcess(
+        "leader", [sys.executable, "-c", LEADER, str(tmp_path / "helper"), str(port)],
+        log_path=tmp_path / "leader.log", ready_port=("127.0.0.1", port))
+    process.start()
+    helper = psutil.Process(int((tmp_path / "helper").read_text()))
+    process.kill()  # the whole group, helper included
+    helper.wait(timeout=10)
+    # Someone else's group, holding the number as it would after a wrap.
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                start_new_session=True)
+    try:
+        process._group = stranger.pid
+        process.start()  # begins by ending what the dead one left
+        assert stranger.poll() is None, "another process's group was killed"
+    finally:
+        process.stop()
+        stranger.kill()
+        stranger.wait(timeout=10)
