@@ -113,6 +113,8 @@ class StorySection:
     message: str
     target: str
     steps: tuple[StoryStep, ...]
+    #: What each key ended with once every client had settled: (its name, its charges).
+    charges: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,4 +248,6 @@ def parse_story(data: Any) -> StorySection:
         message=_text(story.get("message")),
         target=_text(story.get("target")),
         steps=steps,
+        charges=tuple((str(name), _text(count)) for name, count in
+                      _object(story.get("charges", {}), "the story's charges").items()),
     )

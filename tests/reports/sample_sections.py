@@ -73,6 +73,7 @@ def sample_story() -> dict[str, object]:
             {"number": 4, "kind": "check", "text": "state.teardown()", "response": None,
              "effects": None},
         ],
+        "charges": {"k1": 2},
     }
 
 

@@ -76,6 +76,7 @@ def test_the_report_directory_writes_index_html_with_the_sections_beside_it(
     ReportDirectory(tmp_path).handle(RunFinished(result))
     page = (tmp_path / "index.html").read_text()
     assert 'id="story"' in page and "state.retry(key=k1)" in page
+    assert "<code>k1</code> 2 charges" in page  # what the key ended with
     assert page == render_index(result)
 
 
