@@ -195,9 +195,13 @@ class _Exchange:
         except ClientGone:
             logger.info("the client left before sending its body")
         except StoreUnavailable as exc:
-            logger.warning("store unavailable: %s", exc)
-            if not self.responded:
-                await send_captured(self.send, _STORE_UNAVAILABLE)
+            await self._answer_unavailable(exc)
+
+    async def _answer_unavailable(self, exc: StoreUnavailable) -> None:
+        """503, unless an answer has gone out already (``ack-before-commit``)."""
+        logger.warning("store unavailable: %s", exc)
+        if not self.responded:
+            await send_captured(self.send, _STORE_UNAVAILABLE)
 
     async def _run(self) -> None:
         layer, headers = self.layer, self.scope["headers"]
@@ -412,9 +416,7 @@ class _Exchange:
         store that just failed may take its whole deadline to refuse the release too, and the
         client should not wait for that; until the release lands (or the lease runs out) a
         retry is told 409, in progress."""
-        logger.warning("store unavailable: %s", exc)
-        if not self.responded:
-            await send_captured(self.send, _STORE_UNAVAILABLE)
+        await self._answer_unavailable(exc)
         await self._release(request, token)
 
     async def _release(self, request: _KeyedRequest, token: int | None) -> None:

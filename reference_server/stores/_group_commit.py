@@ -71,8 +71,6 @@ class GroupCommit:
             except sqlite3.OperationalError:
                 raise
             except Exception:
-                if len(batch) == 1:
-                    raise
                 # One of them raised: undo them all and run them again, each in a
                 # savepoint, so that only the one that raises is undone.  An operation is
                 # a function of the database alone, so running it again is safe.
