@@ -137,10 +137,11 @@ class OwnInstances:
     def warm_up(self) -> None:
         """Start an instance in the background now, for the first scenario that needs one."""
         def start() -> None:
-            with suppress(HarnessError):  # the scenario's own start meets it again and says so
-                with self._starting:
-                    own = self._start()
-                self.give_back(own)
+            # Parked before the start lock is let go, so a scenario waiting on it finds this
+            # instance instead of starting another.  A failure is left to the scenario's own
+            # start, which meets it again and says so.
+            with suppress(HarnessError), self._starting:
+                self.give_back(self._start())
 
         self._warming = threading.Thread(target=start, name="own-instance", daemon=True)
         self._warming.start()

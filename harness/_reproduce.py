@@ -33,6 +33,8 @@ _SHELL_VALUES = {"port": "@@PORT@@", "workdir": "@@WORKDIR@@", "instance": "0",
                  "python": sys.executable}
 _SHELL_NAMES = {"@@PORT@@": "$PORT", "@@WORKDIR@@": "$WORKDIR", "@@BASE@@": "$BASE"}
 _STAND_IN = re.compile("(" + "|".join(_SHELL_NAMES) + ")")
+#: Each request's own time limit in the script (curl's, per transfer).
+_MAX_TIME = "--max-time 30"
 
 
 def curl_for(invoke: Event, target: Target, base_url: str) -> str:
@@ -62,7 +64,7 @@ def script_for(finding: Finding, events: Sequence[Event], target: Target, *, sce
         "",
         *_starting(target, base_url),
         "",
-        'send() { printf "\\n>>> %s\\n" "$*" >&2; curl -sS -i --max-time 30 "$@" || true; echo; }',
+        f'send() {{ printf "\\n>>> %s\\n" "$*" >&2; curl -sS -i {_MAX_TIME} "$@" || true; echo; }}',
         "# Requests that overlapped in the run go out from one curl, in parallel: separate curl",
         "# processes would start milliseconds apart, long enough to lose a race the run won.",
         'send_at_once() { printf "\\n>>> at once: %s\\n" "$*" >&2',
@@ -173,7 +175,7 @@ def _playing(story: Sequence[Event], target: Target) -> list[str]:
             lines.append(f"send {commands[0]}")
         else:
             lines.append(f"# {len(commands)} requests that overlapped in the run, sent at once:")
-            lines.append("send_at_once " + " --next ".join(f"--max-time 30 {c}" for c in commands))
+            lines.append("send_at_once " + " --next ".join(f"{_MAX_TIME} {c}" for c in commands))
     return lines
 
 
