@@ -20,6 +20,7 @@ import httpx
 
 from harness._network import free_port
 from harness._processes import ManagedProcess
+from tests.reference_server.support import wait_until
 
 __all__ = ["CHARGE", "ConsumerProcess", "Event", "is_", "publish", "queue_depth", "unique", "until"]
 
@@ -103,11 +104,7 @@ def is_(type_: str, key: str | None = None, **fields: Any) -> Callable[[Event], 
 
 def until(what: str, condition: Callable[[], bool], *, timeout: float = 30.0) -> None:
     """Look at ``condition`` every 50 ms (it reads event feeds) until it holds, or fail."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not {what} within {timeout:g} s")
-        time.sleep(0.05)
+    wait_until(condition, what, timeout=timeout, every=0.05)
 
 
 def publish(amqp_url: str, queue: str, messages: Sequence[Mapping[str, Any]]) -> None:

@@ -14,8 +14,7 @@ import pytest
 from harness._errors import ServiceUnavailable
 from harness._network import free_port
 from harness._rabbitmq import RabbitServer, amqp_answers, start_rabbitmq
-from tests.reference_consumer.support import publish, queue_depth, unique
-from tests.reference_server.support import wait_until
+from tests.reference_consumer.support import publish, queue_depth, unique, until
 
 
 def _declare(url: str, queue: str) -> None:
@@ -66,7 +65,8 @@ def test_a_second_node_runs_beside_the_first_and_leaves_nothing_behind(
         second.stop()
     # The SIGKILLed group's last members may take a moment to be torn down, and a port number
     # may meanwhile be taken by another test's process: it is the node's processes that must go.
-    wait_until(lambda: not any(_alive(pid) for pid in owners), "the node's processes to end")
+    until("the node's processes ended", lambda: not any(_alive(pid) for pid in owners),
+          timeout=10)
     assert not {port for port, pid in _listeners().items() if pid in owners}
     assert not root.exists()
     assert amqp_answers(rabbitmq_server.url, timeout=5) is None  # the first one is untouched

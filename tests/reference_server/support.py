@@ -53,13 +53,15 @@ def new_tenant() -> str:
     return f"tenant-{uuid.uuid4().hex[:12]}"
 
 
-def wait_until(predicate: Callable[[], bool], what: str, *, timeout: float = 10.0) -> None:
-    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+def wait_until(predicate: Callable[[], bool], what: str, *, timeout: float = 10.0,
+               every: float = 0.02) -> None:
+    """Poll ``predicate`` every ``every`` seconds until it holds; fail naming ``what`` after
+    ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(every)
 
 
 def in_thread(
