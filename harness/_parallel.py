@@ -198,10 +198,16 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
     """Run ``scenarios`` up to ``jobs`` at once; ``started`` and ``finished`` hear each one's
     position in the plan (under one lock, so report handlers see one event at a time).  Those
     that need the whole target run on ``own`` instances, or without them alone, after the
-    others."""
+    others.
+
+    Once the run is stopped (an interrupt in the calling thread), ``finished`` hears nothing
+    more: a scenario still running then ends against a target being torn down, and its outcome
+    would pass for a verdict on a scenario that never ran to its end.
+    """
     whole = whole_target_scenarios(scenarios, deployment.target)
     alone = [] if own is not None else whole
     lock = threading.Lock()
+    halted = threading.Event()
 
     def play(position: int) -> None:
         scenario = scenarios[position]
@@ -222,7 +228,8 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
             finally:
                 lane.close()
         with lock:
-            finished(position, outcome)
+            if not halted.is_set():
+                finished(position, outcome)
 
     # The longest first (``Scenario.expected_seconds``), so that the run ends soon after its
     # longest scenario instead of with a long one begun last; among equals, those on the shared
@@ -236,6 +243,8 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
         for future in futures:
             future.result()  # a harness error in one scenario's set-up ends the run
     except BaseException:
+        with lock:  # no ``finished`` is half-way through once this is set
+            halted.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import psutil
 from mirakuru import HTTPExecutor, TCPExecutor
+from mirakuru.base import cleanup_subprocesses as _mirakurus_exit_handler
 from mirakuru.exceptions import ExecutorError, ProcessExitedWithError, TimeoutExpired
 
 from harness._errors import ServiceUnavailable
@@ -231,3 +232,8 @@ def stop_all_processes() -> None:
 
 
 atexit.register(stop_all_processes)
+# mirakuru's own exit handler kills every process whose mirakuru marker ("<pid>:<uuid4>")
+# merely *contains* this process's number as text: a harness process numbered 424 would kill a
+# broker started by process 4242, or by anyone else who uses mirakuru on the machine.
+# ``stop_all_processes`` stops exactly our own children instead.
+atexit.unregister(_mirakurus_exit_handler)

@@ -193,3 +193,20 @@ def test_a_group_number_taken_by_another_process_is_left_alone(tmp_path: Path) -
         process.stop()
         stranger.kill()
         stranger.wait(timeout=10)
+
+
+def test_a_harness_process_ending_spares_processes_it_did_not_start() -> None:
+    """mirakuru's exit handler kills every process whose marker contains the exiting process's
+    number as text; ours must not: here a stranger's marker holds the harness process's number
+    inside a longer one (process 424 ending must spare process 4242's broker)."""
+    harness = subprocess.Popen([sys.executable, "-c", "import sys, harness._processes; "
+                                "sys.stdin.read()"], stdin=subprocess.PIPE, text=True)
+    stranger = subprocess.Popen(["sleep", "60"], env={"mirakuru_uuid": f"9{harness.pid}9:x"})
+    try:
+        assert harness.stdin is not None
+        harness.stdin.close()  # the harness process exits normally, running its exit handlers
+        assert harness.wait(timeout=30) == 0
+        assert stranger.poll() is None, "a process the harness did not start was killed"
+    finally:
+        stranger.kill()
+        stranger.wait(timeout=10)

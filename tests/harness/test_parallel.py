@@ -4,16 +4,24 @@ the whole target without saying so is refused in a lane, never judged beside the
 
 from __future__ import annotations
 
+import random
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness._parallel import OwnInstances, needs_whole_target
+from harness._deployment import Deployment
+from harness._interrupts import Interrupted, interrupt_on_signals
+from harness._outcomes import ScenarioOutcome
+from harness._parallel import OwnInstances, needs_whole_target, run_at_once
 from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario, ScenarioContext
 from harness._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG
+from tests.reference_server.support import wait_until
 
 #: Shared-target scenarios (network faults on their own proxies, a reuse) and two that need the
 #: whole target (a second process, a crash), on instances of their own: short, and each flaw
@@ -86,3 +94,42 @@ def test_an_own_instance_serves_one_scenario_at_a_time_and_is_reused(
         assert own.take() is second  # no third start while one is idle
         processes = [d.instances[0].process for d in (first, second)]
     assert all(p is not None and not p.running() for p in processes)
+
+
+
+@pytest.fixture
+def interrupts_as_the_cli_does() -> Iterator[None]:
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    interrupt_on_signals()
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.usefixtures("interrupts_as_the_cli_does")
+def test_a_scenario_ending_after_an_interrupt_is_never_reported_finished(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """Ctrl-C while a scenario runs; the scenario ends only after the interrupt has reached the
+    caller, as one does while its target is torn down: its outcome is not a verdict."""
+    interrupted = threading.Event()
+    heard: list[int] = []
+
+    def ctrl_c_then_end(scenario: Scenario, lane: Deployment,
+                        rng: random.Random) -> ScenarioOutcome:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        assert interrupted.wait(timeout=30)
+        return ScenarioOutcome(scenario.name, "pass", scenario.properties)
+
+    target = reference_target(store=None, flaw=None)
+    with Deployment(target, toxiproxy=toxiproxy_server, workdir=tmp_path) as deployment:
+        with pytest.raises(Interrupted):
+            run_at_once([CATALOG["key-reuse"]], deployment, jobs=2, seed=1, own=None,
+                        run_one=ctrl_c_then_end, started=lambda position: None,
+                        finished=lambda position, outcome: heard.append(position))
+        interrupted.set()
+        wait_until(lambda: not any(t.name.startswith("scenario_")
+                                   for t in threading.enumerate()),
+                   "the scenario's thread to end")
+    assert heard == []
