@@ -37,6 +37,11 @@ __all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded", "default
            "needs_whole_target", "run_at_once", "whole_target_scenarios"]
 
 #: Capabilities whose use changes the target for every scenario running on it.
+#: How often the calling thread wakes while scenarios run.  The kernel may hand Ctrl-C to any
+#: thread; Python then only notes it for the main thread, which acts on it when it next runs:
+#: blocked in an untimed wait, that is when the last scenario ends.
+_SIGNAL_CHECK_SECONDS = 0.1
+
 WHOLE_TARGET = frozenset({"clock", "crash", "restart", "store-proxy", "store-size", "cleanup",
                           "instances", "keyless-total"})
 
@@ -239,7 +244,9 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario")
     try:
         futures: list[Future[None]] = [pool.submit(play, i) for i in order]
-        wait(futures)
+        pending = set(futures)
+        while pending:  # a timed wait: see _SIGNAL_CHECK_SECONDS
+            pending = wait(pending, timeout=_SIGNAL_CHECK_SECONDS).not_done
         for future in futures:
             future.result()  # a harness error in one scenario's set-up ends the run
     except BaseException:

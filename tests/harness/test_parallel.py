@@ -111,15 +111,16 @@ def interrupts_as_the_cli_does() -> Iterator[None]:
 @pytest.mark.usefixtures("interrupts_as_the_cli_does")
 def test_a_scenario_ending_after_an_interrupt_is_never_reported_finished(
         toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
-    """Ctrl-C while a scenario runs; the scenario ends only after the interrupt has reached the
-    caller, as one does while its target is torn down: its outcome is not a verdict."""
+    """Ctrl-C while a scenario runs, caught by the scenario's own thread (the kernel may hand
+    it to any): the run stops at once, and the scenario, ending after that as one does while
+    its target is torn down, is not reported finished (its outcome is not a verdict)."""
     interrupted = threading.Event()
     heard: list[int] = []
 
     def ctrl_c_then_end(scenario: Scenario, lane: Deployment,
                         rng: random.Random) -> ScenarioOutcome:
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
-        assert interrupted.wait(timeout=30)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        interrupted.wait(timeout=10)  # ends anyway, so a run that never stops is seen to fail
         return ScenarioOutcome(scenario.name, "pass", scenario.properties)
 
     target = reference_target(store=None, flaw=None)
@@ -128,7 +129,7 @@ def test_a_scenario_ending_after_an_interrupt_is_never_reported_finished(
             run_at_once([CATALOG["key-reuse"]], deployment, jobs=2, seed=1, own=None,
                         run_one=ctrl_c_then_end, started=lambda position: None,
                         finished=lambda position, outcome: heard.append(position))
-        interrupted.set()
+        interrupted.set()  # before the scenario ended
         wait_until(lambda: not any(t.name.startswith("scenario_")
                                    for t in threading.enumerate()),
                    "the scenario's thread to end")
