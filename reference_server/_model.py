@@ -41,21 +41,27 @@ class Charge:
 class StoredResponse:
     """What a replay sends back: the status, the headers worth replaying, the exact body bytes.
 
-    Stored as a JSON document (``jsonb`` in PostgreSQL) holding the body as text, so a replay is
-    byte-for-byte the original; a body that is not UTF-8 is kept as base64 instead.
+    Stored as a JSON document (``json`` in PostgreSQL, text in SQLite) holding the body as text,
+    so a replay is byte-for-byte the original; a body that is not UTF-8 is kept as base64
+    instead.  PostgreSQL's batch statements take the ``document`` itself inside their JSON
+    records, never its text (which would be escaped into a string and parsed back).
     """
 
     status: int
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
-    def to_document(self) -> str:
+    def document(self) -> dict[str, Any]:
+        """The stored form, ready to be written as JSON."""
         document: dict[str, Any] = {"headers": [list(pair) for pair in self.headers]}
         try:
             document["body"] = self.body.decode("utf-8")
         except UnicodeDecodeError:
             document["body_base64"] = base64.b64encode(self.body).decode("ascii")
-        return json.dumps(document, separators=(",", ":"))
+        return document
+
+    def to_document(self) -> str:
+        return json.dumps(self.document(), separators=(",", ":"))
 
     @classmethod
     def from_document(cls, status: int, document: str | dict[str, Any]) -> StoredResponse:

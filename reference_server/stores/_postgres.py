@@ -101,6 +101,9 @@ _CHARGES_FROM_JSON = """
 # operation (``ord`` its place in the batch), in one statement, so one transaction.  A batch holds
 # a key once, so no two parts of the statement touch the same row.
 #
+# A claim carries its moment and its lease and retention as seconds; the statement derives the
+# lease's end and the retention's horizon from them, as ``ClaimRequest`` does.
+#
 # A claim claims the key, takes over an expired lease, or replaces a row past retention: the WHERE
 # of DO UPDATE is ``judge``'s NEW and TAKE_OVER verdicts (the claim's own retention and lease
 # settings looked up in ``claims``).  Where it does not hold, the row comes back for the caller to
@@ -109,9 +112,11 @@ _CHARGES_FROM_JSON = """
 # statements locking the same keys take them in the same order.
 _CLAIMS = """
 claims AS (
-    SELECT * FROM json_to_recordset(%(claims)s::json) AS i(
-        ord int, tenant text, key text, hash text, now timestamptz, lease_until timestamptz,
-        expired_before timestamptz, lease_recovery bool)
+    SELECT ord, tenant, key, hash, now, now + make_interval(secs => lease) AS lease_until,
+           now - make_interval(secs => retention) AS expired_before, lease_recovery
+    FROM json_to_recordset(%(claims)s::json) AS i(
+        ord int, tenant text, key text, hash text, now timestamptz, lease float8,
+        retention float8, lease_recovery bool)
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
         (tenant, key, request_hash, token, status_code, response, locked_until, created_at)
@@ -147,10 +152,10 @@ LEFT JOIN idempotency_keys AS k
 _COMMITS = f"""
 commits AS (
     SELECT * FROM json_to_recordset(%(commits)s::json) AS i(
-        ord int, tenant text, key text, token bigint, status int, response text)
+        ord int, tenant text, key text, token bigint, status int, response json)
 ), done AS (
     UPDATE idempotency_keys AS k
-    SET status_code = i.status, response = i.response::json, locked_until = NULL
+    SET status_code = i.status, response = i.response, locked_until = NULL
     FROM (SELECT * FROM commits ORDER BY tenant, key) AS i
     WHERE k.tenant = ANY(ARRAY[i.tenant]) AND k.key = ANY(ARRAY[i.key])
       AND (i.token IS NULL OR k.token = i.token)
@@ -402,13 +407,12 @@ class PostgresStore:
         rows = await self._fetchall(_WRITES[bool(claims), bool(commits)], {
             "claims": json.dumps([{
                 "ord": ordinal, "tenant": r.tenant, "key": r.key, "hash": r.fingerprint,
-                "now": r.now.isoformat(), "lease_until": r.lease_until.isoformat(),
-                "expired_before": r.expired_before.isoformat(),
-                "lease_recovery": r.lease_recovery,
+                "now": r.now.isoformat(), "lease": r.lease.total_seconds(),
+                "retention": r.retention.total_seconds(), "lease_recovery": r.lease_recovery,
             } for ordinal, r in claims]),
             "commits": json.dumps([{
                 "ord": ordinal, "tenant": c.tenant, "key": c.key, "token": c.token,
-                "status": c.response.status, "response": c.response.to_document(),
+                "status": c.response.status, "response": c.response.document(),
             } for ordinal, c in commits]),
             "charges": _charges_json((ordinal, c.charges, c.client_key) for ordinal, c in commits),
         }, deadline)
