@@ -36,12 +36,12 @@ from harness._toxiproxy import ToxiproxyServer
 __all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded", "default_jobs",
            "needs_whole_target", "run_at_once", "whole_target_scenarios"]
 
-#: Capabilities whose use changes the target for every scenario running on it.
 #: How often the calling thread wakes while scenarios run.  The kernel may hand Ctrl-C to any
 #: thread; Python then only notes it for the main thread, which acts on it when it next runs:
 #: blocked in an untimed wait, that is when the last scenario ends.
 _SIGNAL_CHECK_SECONDS = 0.1
 
+#: Capabilities whose use changes the target for every scenario running on it.
 WHOLE_TARGET = frozenset({"clock", "crash", "restart", "store-proxy", "store-size", "cleanup",
                           "instances", "keyless-total"})
 

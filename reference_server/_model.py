@@ -43,8 +43,7 @@ class StoredResponse:
 
     Stored as a JSON document (``json`` in PostgreSQL, text in SQLite) holding the body as text,
     so a replay is byte-for-byte the original; a body that is not UTF-8 is kept as base64
-    instead.  PostgreSQL's batch statements take the ``document`` itself inside their JSON
-    records, never its text (which would be escaped into a string and parsed back).
+    instead.
     """
 
     status: int

@@ -102,7 +102,9 @@ _CHARGES_FROM_JSON = """
 # a key once, so no two parts of the statement touch the same row.
 #
 # A claim carries its moment and its lease and retention as seconds; the statement derives the
-# lease's end and the retention's horizon from them, as ``ClaimRequest`` does.
+# lease's end and the retention's horizon from them, as ``ClaimRequest`` does.  A commit carries
+# its stored response as a JSON object (``StoredResponse.document``), not as text, which would be
+# escaped into a string and parsed back.
 #
 # A claim claims the key, takes over an expired lease, or replaces a row past retention: the WHERE
 # of DO UPDATE is ``judge``'s NEW and TAKE_OVER verdicts (the claim's own retention and lease
