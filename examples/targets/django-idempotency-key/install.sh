@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Install what the django-idempotency-key example needs: Redis from Debian's packages when absent,
 # then a virtual environment of its own (.venv here, not the harness's) with the exact versions of
-# requirements.txt.  A second call costs a few stat()s: .venv/.installed holds the hash of the
-# requirements and of the interpreter it was built with.
+# requirements.txt (shared/ensure-venv).
 #
 #   install.sh [--python PYTHON]      the interpreter to build the environment with (python3)
 set -euo pipefail
@@ -11,17 +10,4 @@ python=python3
 [[ "${1:-}" == "--python" ]] && python=$2
 
 "$here/../shared/ensure-command" redis-server redis-server
-
-stamp="$here/.venv/.installed"
-wanted=$( (cat "$here/requirements.txt"; "$python" -c 'import sys; print(sys.version)') | sha256sum | cut -d' ' -f1)
-[[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]] && exit 0
-
-# Two starts at once (two server processes) must not build one environment twice.
-exec 9>"$here/.install.lock"
-flock 9
-[[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]] && exit 0
-echo "installing the django-idempotency-key example into $here/.venv ..." >&2
-rm -rf "$here/.venv"
-"$python" -m venv "$here/.venv"
-"$here/.venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" >&2
-echo "$wanted" >"$stamp"
+exec "$here/../shared/ensure-venv" "$here" "$python"
