@@ -71,6 +71,9 @@ def canonical_json(body: bytes) -> bytes:
         return rfc8785.dumps(document)
     except rfc8785.CanonicalizationError as exc:
         raise InvalidJson(f"the body cannot be canonicalised (RFC 8785): {exc}") from None
+    except UnicodeEncodeError:  # rfc8785 sorts keys as UTF-16, which a lone surrogate is not
+        raise InvalidJson("the body cannot be canonicalised (RFC 8785): a member name holds "
+                          "a lone surrogate (\\ud800-\\udfff not in a pair)") from None
     except RecursionError:
         raise InvalidJson("the body is nested too deeply") from None
 

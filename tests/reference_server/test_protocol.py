@@ -298,6 +298,7 @@ BAD_BODIES = {
     "truncated": b'{"amount": 5, "curr',
     "not utf-8": b'{"amount": 5, "currency": "\xff\xfe"}',
     "NaN": b'{"amount": NaN, "currency": "EUR"}',
+    "lone surrogate in a name": b'{"amount": 5, "currency": "EUR", "\\ud800": 1}',
     "nested too deeply": b"[" * 100_000 + b"]" * 100_000,
     "integer beyond I-JSON": b'{"amount": 123456789012345678901234567890, "currency": "EUR"}',
     "integer beyond Python's digit limit": b'{"amount": ' + b"7" * 5000 + b', "currency": "EUR"}',

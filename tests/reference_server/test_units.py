@@ -52,6 +52,7 @@ _JSON = st.recursive(
 @given(_JSON)
 @example({"\ufb01": 1, "\U0001f600": 2})  # code-point order is not UTF-16 order here
 @example([1.0, 1e16, 2**53, -0.0])  # spelled otherwise by json, or refused by RFC 8785
+@example({"\ud800": None})  # rfc8785 refuses a lone surrogate in a name with another error
 def test_canonical_json_is_rfc8785_on_either_road(document: object) -> None:
     """The standard library's encoder is taken only where it writes what RFC 8785 writes:
     the same bytes, or the same refusal, for any document (floats, huge integers, keys and
@@ -59,7 +60,7 @@ def test_canonical_json_is_rfc8785_on_either_road(document: object) -> None:
     body = json.dumps(document, ensure_ascii=True).encode()
     try:
         expected: bytes | None = rfc8785.dumps(json.loads(body))
-    except rfc8785.CanonicalizationError:
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):
         expected = None
     if expected is None:
         with pytest.raises(InvalidJson):
