@@ -15,6 +15,9 @@ ratio of their throughputs saw the same weather on the machine, and the median o
 leaves out the rounds a burst of other work upset (on a 2-core machine shared with other jobs,
 comparing each cell's single best slice instead swung by +-15 points from run to run).  The
 cost on best slices and on means is shown beside it.
+The servers run without provider latency, so a first request with the layer is the one-phase
+path (claim, charge and response in one transaction; docs/reference-server.md, "One phase or
+two"), and a replay of a key the server saw finish is claimed before any work.
 PostgreSQL is ``IDEM_PG_DSN`` or a throwaway cluster; without either, its rows are skipped
 with the reason.
 """

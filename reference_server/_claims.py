@@ -4,7 +4,8 @@ A request with a key finds one of five things: no usable row (claim it), a row w
 out (take it over with a new fencing token), a finished row with the same fingerprint (replay
 it), the same key with another request (422), or a live claim (409 or wait).  ``judge`` decides
 which from a row; a store applies the decision atomically (PostgreSQL in one upsert, SQLite
-under its write lock), and ``claim_atomically`` retries when the row changed in between.
+under its write lock), and ``claim_atomically`` retries when the row changed in between, as
+``complete_atomically`` does for a claim that carries its finished work.
 
 The two racy flaws claim differently on purpose and live here beside the correct claim, so
 the difference is one screen of code.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 from reference_server._model import KeyRecord, StoredResponse
 
 if TYPE_CHECKING:
-    from reference_server.stores import Store
+    from reference_server.stores import Completion, Store
 
 __all__ = [
     "RACE_WINDOW",
@@ -35,6 +37,7 @@ __all__ = [
     "check_then_claim",
     "check_without_claim",
     "claim_atomically",
+    "complete_atomically",
     "judge",
 ]
 
@@ -131,8 +134,20 @@ def _settled(record: KeyRecord, request: ClaimRequest) -> ClaimOutcome | None:
 
 async def claim_atomically(store: Store, request: ClaimRequest) -> ClaimOutcome:
     """The correct claim: the store decides and writes in one atomic step."""
+    return await _atomically(lambda: store.claim(request), request)
+
+
+async def complete_atomically(store: Store, completion: Completion) -> ClaimOutcome:
+    """The correct claim of a request whose work is done: if it takes (``Claimed``), the work
+    and the response were written with it, in the same atomic step."""
+    return await _atomically(lambda: store.claim_completed(completion), completion.claim)
+
+
+async def _atomically(
+    attempt: Callable[[], Awaitable[Claimed | KeyRecord | None]], request: ClaimRequest
+) -> ClaimOutcome:
     for _ in range(_ATTEMPTS):
-        result = await store.claim(request)
+        result = await attempt()
         if isinstance(result, Claimed):
             return result
         if result is not None and (outcome := _settled(result, request)) is not None:

@@ -3,10 +3,13 @@
 For a POST or PATCH it reads the key and the body, claims the key, and either answers from the
 store (replay, 409, 422) or runs the handler with a ``PendingWork`` ledger, holding its whole
 response, and commits the work and the response in one fenced transaction before sending it.
+When the handler's work is all in the store (``local_work``) the two steps become one: the
+handler runs first with its work held back, and the claim, the work and the response are
+written in one transaction (a key already there drops the work and answers as above).
 Another method sent with a key gets 422 if that key already holds a request (reusing a key
 with another method is reuse), and otherwise passes through unclaimed; the rest passes through
-untouched.  Per-request state lives in ``_Exchange``, built
-for each call (Starlette's GZip responder pattern); the middleware itself holds only options.
+untouched.  Per-request state lives in ``_Exchange``, built for each call (Starlette's GZip
+responder pattern); the middleware itself holds only options.
 
 Order of checks, each answered before anything is stored: tenant (401), key (400), test
 headers (400), body size (413), JSON (400); then the claim.
@@ -25,6 +28,7 @@ from typing import Literal
 from reference_server._behaviour import CORRECT, Behaviour
 from reference_server._bodies import BodyTooLarge, ClientGone, read_body, replaying
 from reference_server._claims import (
+    Claimed,
     ClaimOutcome,
     ClaimRequest,
     InProgress,
@@ -34,6 +38,7 @@ from reference_server._claims import (
     check_then_claim,
     check_without_claim,
     claim_atomically,
+    complete_atomically,
     judge,
 )
 from reference_server._clock import ServerClock
@@ -58,7 +63,7 @@ from reference_server._responses import (
 )
 from reference_server._tenants import ANONYMOUS, InvalidAuthorization, tenant_of
 from reference_server._types import ASGIApp, Message, Receive, Scope, Send
-from reference_server.stores import Commit, Store, StoreUnavailable
+from reference_server.stores import Commit, Completion, Store, StoreUnavailable
 
 __all__ = ["ErrorPolicy", "IdempotencyMiddleware", "InProgressPolicy", "Mode"]
 
@@ -92,6 +97,9 @@ class IdempotencyMiddleware:
     its outcome up to ``wait_timeout`` seconds, with at most ``max_waiters`` requests waiting.
     ``errors`` release rolls back a raising handler's work and frees the key; store keeps its
     500 as the key's outcome.  ``behaviour`` carries the switches a named flaw flips.
+    ``local_work`` says the handler's work is all writes through its ledger (no provider call,
+    nothing outside the store): the key, the work and the response may then be written in one
+    transaction after the handler ran, instead of a claim before it and a commit after.
     """
 
     def __init__(
@@ -110,6 +118,7 @@ class IdempotencyMiddleware:
         test_faults: bool = False,
         behaviour: Behaviour = CORRECT,
         methods: frozenset[str] = frozenset({"POST", "PATCH"}),
+        local_work: bool = False,
     ) -> None:
         if mode not in ("strict", "lax"):
             raise ValueError(f"mode must be strict or lax, not {mode!r}")
@@ -132,7 +141,9 @@ class IdempotencyMiddleware:
         self.test_faults = test_faults
         self.behaviour = behaviour
         self.methods = methods
+        self.local_work = local_work
         self.waiting_room = _WaitingRoom(max_waiters)
+        self.finished = _FinishedKeys()
         self.direct = DirectLedger(store)  # for lax mode's unkeyed requests; holds no state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -152,6 +163,30 @@ class _WaitingRoom:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.occupied = 0
+
+
+class _FinishedKeys:
+    """The newest keys this process has seen finished, at most ``capacity`` of them.
+
+    A hint for choosing the path, never for answering: a retry of a key known to be finished
+    claims first, finds the stored response and replays it without running the handler for
+    nothing.  A key finished by another process, forgotten here, or since expired takes the
+    path it would have taken anyway; both paths are correct for a key in any state.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._capacity = capacity
+        self._keys: dict[tuple[str, str], None] = {}  # insertion order: the oldest first
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return key in self._keys
+
+    def add(self, key: tuple[str, str]) -> None:
+        if key in self._keys:
+            return
+        if len(self._keys) >= self._capacity:
+            del self._keys[next(iter(self._keys))]
+        self._keys[key] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,10 +267,9 @@ class _Exchange:
             canonical = canonical_json(body)
         except InvalidJson as exc:
             return await send_error(self.send, 400, "invalid_json", str(exc))
-        receive = replaying(body, self.receive)
         if client_key is None:
-            return await self._run_unkeyed(receive)
-        await self._run_keyed(self._keyed(tenant, client_key, canonical, faults), receive)
+            return await self._run_unkeyed(replaying(body, self.receive))
+        await self._run_keyed(self._keyed(tenant, client_key, canonical, faults), body)
 
     async def _check_reuse(self) -> None:
         headers = self.scope["headers"]
@@ -325,8 +359,13 @@ class _Exchange:
         finally:
             room.occupied -= 1
 
-    async def _run_keyed(self, request: _KeyedRequest, receive: Receive) -> None:
-        outcome = await self._claim(request)
+    async def _run_keyed(self, request: _KeyedRequest, body: bytes) -> None:
+        if self._may_work_first(request):
+            outcome = await self._work_then_claim(request, body)
+            if outcome is None:  # done: the key, the work and the response were written
+                return
+        else:
+            outcome = await self._claim(request)
         if isinstance(outcome, InProgress) and self.layer.in_progress == "wait":
             outcome = await self._wait(request)
         if isinstance(outcome, Reuse):
@@ -334,9 +373,56 @@ class _Exchange:
         elif isinstance(outcome, InProgress):
             await send_captured(self.send, _IN_PROGRESS)
         elif isinstance(outcome, Replay):
+            self.layer.finished.add((request.tenant, request.key))
             await send_stored(self.send, outcome.response)
         else:
-            await self._execute(request, None if outcome is None else outcome.token, receive)
+            token = None if outcome is None else outcome.token
+            await self._execute(request, token, replaying(body, self.receive))
+
+    def _may_work_first(self, request: _KeyedRequest) -> bool:
+        """One transaction for the claim, the work and the response (the seed's step 3) when
+        the handler's work is all writes to the store (``local_work``): nothing then happens
+        outside the store that a claim must come before.  A request that asks for a fault is
+        about the phases of the protocol (a crash after the claim, a handler that outlives its
+        lease), so it takes them; and each named flaw is one deviation in those phases, so a
+        flawed server always does.  A key this process has seen finished is claimed first too
+        (``_FinishedKeys``): its retry is a replay, which needs no work."""
+        layer = self.layer
+        return (layer.local_work and layer.behaviour == CORRECT
+                and request.faults == FaultRequest()
+                and (request.tenant, request.key) not in layer.finished)
+
+    async def _work_then_claim(self, request: _KeyedRequest, body: bytes) -> ClaimOutcome | None:
+        """Run the handler with its work held back, then claim the key with the work and the
+        response in the same transaction.  ``None`` once that has committed and the response
+        is sent; otherwise the claim's outcome (a replay, 409 or 422), the work dropped.
+
+        A handler that raises falls back to the two phases: what its failure means depends on
+        the key (a replay if the key is complete, else the ``errors`` policy), so the key is
+        claimed on its own and, if the claim takes, the handler runs again under it.
+        """
+        layer = self.layer
+        work = PendingWork()
+        try:
+            response = await capture(layer.app, with_ledger(self.scope, work),
+                                     replaying(body, self.receive))
+        except StoreUnavailable:
+            raise
+        except Exception:
+            logger.info("the handler failed before its claim (key %r): claiming first instead",
+                        request.key)
+            return await claim_atomically(layer.store, await self._claim_request(request))
+        outcome = await complete_atomically(layer.store, Completion(
+            claim=await self._claim_request(request),
+            response=response.stored(),
+            charges=work.charges,
+            client_key=request.client_key,
+        ))
+        if not isinstance(outcome, Claimed):
+            return outcome
+        layer.finished.add((request.tenant, request.key))
+        await send_captured(self.send, response)
+        return None
 
     # -- running and committing -----------------------------------------------------------
 

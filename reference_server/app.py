@@ -64,6 +64,9 @@ def create_app(settings: ServerSettings) -> Router:
             errors=settings.errors,
             test_faults=settings.test_faults,
             behaviour=behaviour,
+            # Without the simulated provider latency, a charge is a row in the store and nothing
+            # else: it can be written with its key in one transaction.
+            local_work=not settings.work_delay,
         )
 
     def health() -> dict[str, Any]:

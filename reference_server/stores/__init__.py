@@ -11,10 +11,11 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from reference_server.stores._base import Commit, Store, StoreKind, StoreUnavailable
+from reference_server.stores._base import Commit, Completion, Store, StoreKind, StoreUnavailable
 
 __all__ = [
     "Commit",
+    "Completion",
     "Store",
     "StoreKind",
     "StoreUnavailable",

@@ -2,8 +2,10 @@
 
 Every method is one transaction.  ``commit`` is the one that matters most: the stored response
 and the handler's charges land together or not at all, and only while the key still holds the
-claim's fencing token.  Any failure to reach the database comes out as ``StoreUnavailable``,
-which the layer answers with 503; nothing else a store raises is expected.
+claim's fencing token.  ``claim_completed`` is the claim and the commit in one transaction, for
+a request whose work was done before its key was claimed (``Completion``).  Any failure to
+reach the database comes out as ``StoreUnavailable``, which the layer answers with 503; nothing
+else a store raises is expected.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Literal, Protocol
 from reference_server._claims import Claimed, ClaimRequest
 from reference_server._model import Charge, KeyRecord, KeyStats, StoredResponse
 
-__all__ = ["Commit", "Store", "StoreKind", "StoreUnavailable"]
+__all__ = ["Commit", "Completion", "Store", "StoreKind", "StoreUnavailable"]
 
 StoreKind = Literal["sqlite", "postgresql"]
 
@@ -40,6 +42,26 @@ class Commit:
     client_key: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A request whose work is done but not yet written: if its claim takes, the key is written
+    complete with ``response``, and ``charges`` land, all in one transaction; if it does not,
+    nothing is written and the work is dropped."""
+
+    claim: ClaimRequest
+    response: StoredResponse
+    charges: Sequence[Charge]
+    client_key: str | None
+
+    @property
+    def tenant(self) -> str:
+        return self.claim.tenant
+
+    @property
+    def key(self) -> str:
+        return self.claim.key
+
+
 class Store(Protocol):
     """A key table, a ledger of charges and the test clock's offset, in one database."""
 
@@ -56,6 +78,9 @@ class Store(Protocol):
 
         ``None`` means the row vanished between the attempt and the read: try again.
         """
+
+    async def claim_completed(self, completion: Completion) -> Claimed | KeyRecord | None:
+        """``claim``, and if the claim takes, the completion's response and charges with it."""
 
     async def lookup(self, tenant: str, key: str) -> KeyRecord | None: ...
 

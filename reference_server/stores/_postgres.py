@@ -3,9 +3,10 @@
 Every statement runs in autocommit mode, so no transaction ever waits on the network between
 two statements holding a lock.  The writes of one event-loop turn share one statement
 (``_batching``): the claims are one upsert, the commits one update of the keys (each only under
-its claim's token) whose CTE inserts each commit's charges only if its update took.  A
-connection lost during that statement leaves the outcome unknown to this process, and the next
-retry finds each key either complete or still under its claim.
+its claim's token), and a CTE inserts the charges of each commit whose update took and of each
+completion (a claim written complete at once) whose claim took.  A connection lost during that
+statement leaves the outcome unknown to this process, and the next retry finds each key either
+complete or still under its claim (or, for a completion, complete or absent).
 
 The connection may run through a Toxiproxy proxy the harness faults, so every operation has a
 deadline (``STORE_TIMEOUT``), connects time out, and the server side cancels slow statements;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -29,7 +31,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from reference_server._claims import Claimed, ClaimRequest
 from reference_server._model import Charge, KeyRecord, KeyStats, StoredResponse
-from reference_server.stores._base import Commit, StoreKind, StoreUnavailable
+from reference_server.stores._base import Commit, Completion, StoreKind, StoreUnavailable
 from reference_server.stores._batching import Batcher
 
 __all__ = ["STORE_TIMEOUT", "PostgresStore"]
@@ -97,14 +99,16 @@ _CHARGES_FROM_JSON = """
         ord int, id text, tenant text, client_key text, amount bigint, currency text,
         customer text, created_at timestamptz)
 """
-# The writes of one batch (``_batching``): claims and fenced commits, one JSON record per
-# operation (``ord`` its place in the batch), in one statement, so one transaction.  A batch holds
-# a key once, so no two parts of the statement touch the same row.
+# The writes of one batch (``_batching``): claims, completions and fenced commits, one JSON record
+# per operation (``ord`` its place in the batch), in one statement, so one transaction.  A batch
+# holds a key once, so no two parts of the statement touch the same row.
 #
 # A claim carries its moment and its lease and retention as seconds; the statement derives the
 # lease's end and the retention's horizon from them, as ``ClaimRequest`` does.  A commit carries
 # its stored response as a JSON object (``StoredResponse.document``), not as text, which would be
-# escaped into a string and parsed back.
+# escaped into a string and parsed back.  A completion (``claim_completed``) is a claim that
+# carries its status and response too: its row is written complete, with no lease, and its
+# charges are inserted only if its claim took.
 #
 # A claim claims the key, takes over an expired lease, or replaces a row past retention: the WHERE
 # of DO UPDATE is ``judge``'s NEW and TAKE_OVER verdicts (the claim's own retention and lease
@@ -114,21 +118,23 @@ _CHARGES_FROM_JSON = """
 # statements locking the same keys take them in the same order.
 _CLAIMS = """
 claims AS (
-    SELECT ord, tenant, key, hash, now, now + make_interval(secs => lease) AS lease_until,
+    SELECT ord, tenant, key, hash, now, coalesce(status, 0) AS status, response,
+           CASE WHEN status IS NULL THEN now + make_interval(secs => lease) END AS lease_until,
            now - make_interval(secs => retention) AS expired_before, lease_recovery
     FROM json_to_recordset(%(claims)s::json) AS i(
         ord int, tenant text, key text, hash text, now timestamptz, lease float8,
-        retention float8, lease_recovery bool)
+        retention float8, lease_recovery bool, status int, response json)
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
         (tenant, key, request_hash, token, status_code, response, locked_until, created_at)
-    SELECT tenant, key, hash, nextval('idempotency_claim_tokens'), 0, NULL, lease_until, now
+    SELECT tenant, key, hash, nextval('idempotency_claim_tokens'), status, response, lease_until,
+           now
     FROM claims ORDER BY tenant, key
     ON CONFLICT (tenant, key) DO UPDATE SET
         request_hash = excluded.request_hash,
         token = excluded.token,
-        status_code = 0,
-        response = NULL,
+        status_code = excluded.status_code,
+        response = excluded.response,
         locked_until = excluded.locked_until,
         created_at = CASE WHEN k.created_at <= (SELECT expired_before FROM claims
                                                WHERE tenant = k.tenant AND key = k.key)
@@ -149,9 +155,8 @@ LEFT JOIN idempotency_keys AS k
     ON c.token IS NULL AND k.tenant = ANY(ARRAY[i.tenant]) AND k.key = ANY(ARRAY[i.key])
 """
 
-# A commit stores the response only under its claim's token, and inserts its charges only if that
-# update took.  Rows are updated in key order too.
-_COMMITS = f"""
+# A commit stores the response only under its claim's token.  Rows are updated in key order too.
+_COMMITS = """
 commits AS (
     SELECT * FROM json_to_recordset(%(commits)s::json) AS i(
         ord int, tenant text, key text, token bigint, status int, response json)
@@ -162,23 +167,40 @@ commits AS (
     WHERE k.tenant = ANY(ARRAY[i.tenant]) AND k.key = ANY(ARRAY[i.key])
       AND (i.token IS NULL OR k.token = i.token)
     RETURNING i.ord
-), added AS (
-    {_CHARGES_FROM_JSON} JOIN done ON c.ord = done.ord
-    RETURNING 1
 )"""
 _COMMIT_ROWS = "SELECT ord, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM done"
 
-# Every read of the key table goes through its primary key, one key at a time, written
-# ``= ANY(ARRAY[...])`` on purpose: that form can only be a nested loop over the index, whereas
-# with a plain ``=`` the prepared statement's generic plan, made while the table is small, may
-# hash-join a full scan of it, and keep doing so as the table grows (measured: 33 ms a statement
-# at 20,000 keys).  A batch of one kind gets a statement without the other kind's parts, which
-# would cost the database their setup for nothing.  Keyed by (any claims, any commits).
-_WRITES = {
-    (True, False): f"WITH {_CLAIMS} {_CLAIM_ROWS}",
-    (False, True): f"WITH {_COMMITS} {_COMMIT_ROWS}",
-    (True, True): f"WITH {_CLAIMS}, {_COMMITS} {_CLAIM_ROWS} UNION ALL {_COMMIT_ROWS}",
+# The operations whose write took, by kind: only their charges are inserted (a claim that took
+# carries charges only if it is a completion).
+_TOOK = {
+    "claims": "SELECT i.ord FROM claims AS i "
+              "JOIN claimed AS c ON c.tenant = i.tenant AND c.key = i.key",
+    "commits": "SELECT ord FROM done",
 }
+
+
+@functools.cache
+def _write_statement(claims: bool, commits: bool, charges: bool) -> str:
+    """The statement for a batch with claims (completions among them), commits, and charges, or
+    without some of them: a batch gets no part it does not need, which would cost the database
+    its setup for nothing.
+
+    Every read of the key table goes through its primary key, one key at a time, written
+    ``= ANY(ARRAY[...])`` on purpose: that form can only be a nested loop over the index,
+    whereas with a plain ``=`` the prepared statement's generic plan, made while the table is
+    small, may hash-join a full scan of it, and keep doing so as the table grows (measured:
+    33 ms a statement at 20,000 keys).
+    """
+    kinds = [kind for kind, present in (("claims", claims), ("commits", commits)) if present]
+    parts = [{"claims": _CLAIMS, "commits": _COMMITS}[kind] for kind in kinds]
+    if charges:
+        took = " UNION ALL ".join(_TOOK[kind] for kind in kinds)
+        parts.append(f"added AS ({_CHARGES_FROM_JSON} JOIN ({took}) AS took ON c.ord = took.ord "
+                     "RETURNING 1)")
+    rows = " UNION ALL ".join({"claims": _CLAIM_ROWS, "commits": _COMMIT_ROWS}[kind]
+                              for kind in kinds)
+    return f"WITH {', '.join(parts)} {rows}"
+
 
 _CLAIM_UNCHECKED = f"""
 WITH inserted AS ({_NEW_ROW} ON CONFLICT (tenant, key) DO NOTHING RETURNING token)
@@ -204,12 +226,25 @@ def _charges_json(batch: Iterable[tuple[int, Sequence[Charge], str | None]]) -> 
 # What a claim (its claim, or the row it found; None: try again) or a commit (whether it took)
 # comes to.
 _Outcome = Claimed | KeyRecord | bool | None
+# The writes that share a batch.
+_Write = ClaimRequest | Completion | Commit
 
 
-
-
-def _key_of(operation: ClaimRequest | Commit) -> tuple[str, str]:
+def _key_of(operation: _Write) -> tuple[str, str]:
     return operation.tenant, operation.key
+
+
+def _claim_record(ordinal: int, claim: ClaimRequest | Completion) -> dict[str, Any]:
+    """A claim as ``_CLAIMS`` reads it; a completion's with its status and response."""
+    request = claim if isinstance(claim, ClaimRequest) else claim.claim
+    record = {
+        "ord": ordinal, "tenant": request.tenant, "key": request.key, "hash": request.fingerprint,
+        "now": request.now.isoformat(), "lease": request.lease.total_seconds(),
+        "retention": request.retention.total_seconds(), "lease_recovery": request.lease_recovery,
+    }
+    if isinstance(claim, Completion):
+        record.update(status=claim.response.status, response=claim.response.document())
+    return record
 
 
 def _describe(dsn: str) -> str:
@@ -269,7 +304,7 @@ class PostgresStore:
         )
         self._sweep: asyncio.Task[None] | None = None
         # The writes of one event-loop turn, one statement per kind (see ``_batching``).
-        self._writes: Batcher[ClaimRequest | Commit, _Outcome] = Batcher(
+        self._writes: Batcher[_Write, _Outcome] = Batcher(
             self._write_batch, timeout=STORE_TIMEOUT, key=_key_of)
         self._ledger = Batcher(self._record_batch, timeout=STORE_TIMEOUT)
 
@@ -398,26 +433,33 @@ class PostgresStore:
             raise StoreUnavailable("the key vanished while it was being claimed")
         return int(row[0])
 
+    async def claim_completed(self, completion: Completion) -> Claimed | KeyRecord | None:
+        outcome = await self._writes.submit(completion)
+        assert not isinstance(outcome, bool)
+        return outcome
+
     async def commit(self, commit: Commit) -> bool:
         return await self._writes.submit(commit) is True
 
-    async def _write_batch(self, batch: Sequence[ClaimRequest | Commit], deadline: float
-                           ) -> list[_Outcome]:
-        """One statement for a batch of claims and commits: each one's outcome, in order."""
-        claims = [(ordinal, c) for ordinal, c in enumerate(batch) if isinstance(c, ClaimRequest)]
-        commits = [(ordinal, c) for ordinal, c in enumerate(batch) if isinstance(c, Commit)]
-        rows = await self._fetchall(_WRITES[bool(claims), bool(commits)], {
-            "claims": json.dumps([{
-                "ord": ordinal, "tenant": r.tenant, "key": r.key, "hash": r.fingerprint,
-                "now": r.now.isoformat(), "lease": r.lease.total_seconds(),
-                "retention": r.retention.total_seconds(), "lease_recovery": r.lease_recovery,
-            } for ordinal, r in claims]),
-            "commits": json.dumps([{
-                "ord": ordinal, "tenant": c.tenant, "key": c.key, "token": c.token,
-                "status": c.response.status, "response": c.response.document(),
-            } for ordinal, c in commits]),
-            "charges": _charges_json((ordinal, c.charges, c.client_key) for ordinal, c in commits),
-        }, deadline)
+    async def _write_batch(self, batch: Sequence[_Write], deadline: float) -> list[_Outcome]:
+        """One statement for a batch of claims, completions and commits: each one's outcome, in
+        order."""
+        claims = [(ordinal, w) for ordinal, w in enumerate(batch) if not isinstance(w, Commit)]
+        commits = [(ordinal, w) for ordinal, w in enumerate(batch) if isinstance(w, Commit)]
+        charges = [(ordinal, w.charges, w.client_key) for ordinal, w in enumerate(batch)
+                   if not isinstance(w, ClaimRequest) and w.charges]
+        rows = await self._fetchall(
+            _write_statement(bool(claims), bool(commits), bool(charges)),
+            {
+                "claims": json.dumps([_claim_record(ordinal, w) for ordinal, w in claims]),
+                "commits": json.dumps([{
+                    "ord": ordinal, "tenant": c.tenant, "key": c.key, "token": c.token,
+                    "status": c.response.status, "response": c.response.document(),
+                } for ordinal, c in commits]),
+                "charges": _charges_json(charges),
+            },
+            deadline,
+        )
         outcomes: list[_Outcome] = [False] * len(batch)  # a commit without a row did not take
         for ordinal, claimed, *record in rows:
             if isinstance(batch[ordinal], Commit):

@@ -4,7 +4,8 @@ WAL lets readers in other processes proceed during a write; ``BEGIN IMMEDIATE`` 
 lock at the start of every writing transaction, so a claim's read and write are one atomic step;
 ``busy_timeout`` makes another process's writer wait instead of failing.  No transaction spans
 the handler's work: the claim commits before the handler runs, and the response and charges
-commit after it returns.
+commit after it returns (or, for a request whose work was done first, ``claim_completed``
+writes the claim, the response and the charges together).
 
 Statements run on the event loop's own thread.  Each transaction takes well under a
 millisecond, and handing it to a worker thread cost more than running it (two thread wake-ups
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 
 from reference_server._claims import Claimed, ClaimRequest, Verdict, judge
 from reference_server._model import Charge, KeyRecord, KeyStats, StoredResponse
-from reference_server.stores._base import Commit, StoreKind, StoreUnavailable
+from reference_server.stores._base import Commit, Completion, StoreKind, StoreUnavailable
 from reference_server.stores._group_commit import GroupCommit
 
 __all__ = ["SqliteStore"]
@@ -71,7 +72,7 @@ INSERT OR IGNORE INTO server_clock VALUES (1, 0);
 _KEY_COLUMNS = "request_hash, token, status_code, response, locked_until, created_at"
 _INSERT_CLAIM = (
     "INSERT OR IGNORE INTO idempotency_keys (tenant, key, request_hash, token, status_code, "
-    "response, locked_until, created_at) VALUES (?, ?, ?, ?, 0, NULL, ?, ?)"
+    "response, locked_until, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _CHARGE_COLUMNS = "id, tenant, amount, currency, customer, created_at"
 
@@ -168,36 +169,51 @@ class SqliteStore:
     # -- claims ---------------------------------------------------------------------------
 
     async def claim(self, request: ClaimRequest) -> Claimed | KeyRecord | None:
-        def claim(db: sqlite3.Connection) -> Claimed | KeyRecord:
-            fresh = _next_token(None)
-            if db.execute(_INSERT_CLAIM, (request.tenant, request.key, request.fingerprint,
-                                          fresh, _ts(request.lease_until), _ts(request.now))
-                          ).rowcount == 1:
-                return Claimed(fresh)  # the common case: a key never seen
-            record = self._lookup(db, request.tenant, request.key)
-            verdict = judge(record, request)
-            if verdict is Verdict.NEW:  # the row is past retention: replace it
-                token = _next_token(record)
-                db.execute(
-                    "UPDATE idempotency_keys SET request_hash = ?, token = ?, status_code = 0, "
-                    "response = NULL, locked_until = ?, created_at = ? "
-                    "WHERE tenant = ? AND key = ?",
-                    (request.fingerprint, token, _ts(request.lease_until), _ts(request.now),
-                     request.tenant, request.key),
-                )
-                return Claimed(token)
-            if verdict is Verdict.TAKE_OVER:
-                token = _next_token(record)
-                db.execute(
-                    "UPDATE idempotency_keys SET token = ?, locked_until = ? "
-                    "WHERE tenant = ? AND key = ?",
-                    (token, _ts(request.lease_until), request.tenant, request.key),
-                )
-                return Claimed(token)
-            assert record is not None
-            return record
+        return await self._writes.run(lambda db: self._claim(db, request, None))
 
-        return await self._writes.run(claim)
+    async def claim_completed(self, completion: Completion) -> Claimed | KeyRecord | None:
+        response = completion.response
+
+        def claim_and_commit(db: sqlite3.Connection) -> Claimed | KeyRecord:
+            outcome = self._claim(db, completion.claim, (response.status, response.to_document()))
+            if isinstance(outcome, Claimed):
+                self._insert_charges(db, completion.charges, completion.client_key)
+            return outcome
+
+        return await self._writes.run(claim_and_commit)
+
+    def _claim(self, db: sqlite3.Connection, request: ClaimRequest,
+               complete: tuple[int, str] | None) -> Claimed | KeyRecord:
+        """Claim the key if ``judge`` allows it, leaving the row in progress under a lease, or
+        with ``complete``'s status and response document already stored; else the row."""
+        status, response = complete or (0, None)
+        locked_until = None if complete else _ts(request.lease_until)
+        fresh = _next_token(None)
+        if db.execute(_INSERT_CLAIM, (request.tenant, request.key, request.fingerprint, fresh,
+                                      status, response, locked_until, _ts(request.now))
+                      ).rowcount == 1:
+            return Claimed(fresh)  # the common case: a key never seen
+        record = self._lookup(db, request.tenant, request.key)
+        verdict = judge(record, request)
+        if verdict is Verdict.NEW:  # the row is past retention: replace it
+            token = _next_token(record)
+            db.execute(
+                "UPDATE idempotency_keys SET request_hash = ?, token = ?, status_code = ?, "
+                "response = ?, locked_until = ?, created_at = ? WHERE tenant = ? AND key = ?",
+                (request.fingerprint, token, status, response, locked_until, _ts(request.now),
+                 request.tenant, request.key),
+            )
+            return Claimed(token)
+        if verdict is Verdict.TAKE_OVER:
+            token = _next_token(record)
+            db.execute(
+                "UPDATE idempotency_keys SET token = ?, status_code = ?, response = ?, "
+                "locked_until = ? WHERE tenant = ? AND key = ?",
+                (token, status, response, locked_until, request.tenant, request.key),
+            )
+            return Claimed(token)
+        assert record is not None
+        return record
 
     @staticmethod
     def _lookup(db: sqlite3.Connection, tenant: str, key: str) -> KeyRecord | None:
@@ -213,7 +229,7 @@ class SqliteStore:
     async def claim_unchecked(self, request: ClaimRequest) -> int:
         def claim(db: sqlite3.Connection) -> int:
             db.execute(_INSERT_CLAIM, (request.tenant, request.key, request.fingerprint,
-                                       _next_token(None), _ts(request.lease_until),
+                                       _next_token(None), 0, None, _ts(request.lease_until),
                                        _ts(request.now)))
             row = db.execute(
                 "SELECT token FROM idempotency_keys WHERE tenant = ? AND key = ?",

@@ -16,7 +16,7 @@ from psycopg import sql
 from harness._postgres import PostgresServer
 from reference_server.stores import StoreUnavailable
 from reference_server.stores._batching import Batcher
-from reference_server.stores._postgres import _WRITES, PostgresStore
+from reference_server.stores._postgres import PostgresStore, _write_statement
 
 
 class Recorder:
@@ -143,7 +143,7 @@ def test_the_write_statement_reads_keys_by_index_after_the_table_grows(
             "expired_before": (now - timedelta(days=1)).isoformat(), "lease_recovery": True,
         } for n in range(count)])
 
-    statement = _WRITES[True, True]
+    statement = _write_statement(claims=True, commits=True, charges=True)
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
     numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", statement)
     arguments = {"claims": claims(4), "commits": "[]", "charges": "[]"}
