@@ -9,7 +9,7 @@ written in one transaction (a key already there drops the work and answers as ab
 Another method sent with a key gets 422 if that key already holds a request (reusing a key
 with another method is reuse), and otherwise passes through unclaimed; the rest passes through
 untouched.  Per-request state lives in ``_Exchange``, built for each call (Starlette's GZip
-responder pattern); the middleware itself holds its options and two small counters shared by
+responder pattern); the middleware itself holds its options and two small things shared by
 requests (the waiting room, the memory of finished keys).
 
 Order of checks, each answered before anything is stored: tenant (401), key (400), test
