@@ -8,7 +8,7 @@ import signal
 import threading
 from types import FrameType
 
-__all__ = ["Interrupted", "interrupt_on_signals"]
+__all__ = ["Interrupted", "StopRequest", "interrupt_on_signals"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -19,9 +19,32 @@ class Interrupted(KeyboardInterrupt):
     """
 
     def __init__(self, signum: int) -> None:
+        self.signum = signum
         self.signal_name = signal.Signals(signum).name
         self.exit_code = 128 + signum
         super().__init__(f"interrupted by {self.signal_name}")
+
+
+class StopRequest:
+    """Ctrl-C for work in a thread that signals never reach.
+
+    Python raises a signal's exception in the main thread only.  A run in a worker thread (a
+    matrix row) learns of it here instead: the main thread hands over the signal it caught
+    (``stop``), and the run ``check``s between its steps and raises the same ``Interrupted``
+    there, so it stops as it would in the main thread: its children stopped, what it finished
+    reported as incomplete.
+    """
+
+    def __init__(self) -> None:
+        self._signum: int | None = None
+
+    def stop(self, interrupt: Interrupted) -> None:
+        self._signum = interrupt.signum
+
+    def check(self) -> None:
+        """Raise ``Interrupted`` once ``stop`` has been called."""
+        if self._signum is not None:
+            raise Interrupted(self._signum)
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:

@@ -4,6 +4,10 @@ Each row is an ordinary run with its own report directory; the matrix only tabul
 verdicts.  Rows run two at a time by default and share one Toxiproxy; within a row, ``jobs``
 scenarios run at once (``harness._parallel``).  ``on_row`` hears each row as it finishes, and
 ``render_matrix_lines`` is the table for a terminal: one line per row, within 100 columns.
+
+Ctrl-C stops a matrix as it stops a run: the rows under way stop at their next step (their
+threads hear of it through a ``StopRequest``) and report what they finished, rows not begun
+never begin, and the matrix says which rows were stopped and which scenarios never ran.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from harness._interrupts import Interrupted, StopRequest
 from harness._outcomes import Handler, RunResult
 from harness._runner import RunConfig
 from harness._scenario import Scenario
@@ -29,6 +34,8 @@ __all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "render_matrix_json",
 
 #: The terminal table's width.
 WIDTH = 100
+#: How often the main thread wakes while rows run, to act on Ctrl-C (see ``harness._parallel``).
+_SIGNAL_CHECK_SECONDS = 0.1
 
 RowKind = Literal["target", "flaw", "correct"]
 
@@ -58,7 +65,11 @@ class MatrixCell:
             return f"{word} ({', '.join(self.properties)})"
         if self.verdict == "pass":
             return "held"
-        return "not applicable" if self.verdict == "n/a" else "unknown"
+        return {"n/a": "not applicable", "not run": "not run"}.get(self.verdict, "unknown")
+
+
+#: A scenario a stopped matrix never played in a row.
+NOT_RUN = MatrixCell("not run", reason="the matrix was stopped before this scenario ran")
 
 
 @dataclass
@@ -67,6 +78,18 @@ class Matrix:
     rows: list[MatrixRow]
     cells: dict[tuple[str, str], MatrixCell] = field(default_factory=dict)
     runs: dict[str, RunResult] = field(default_factory=dict)
+    #: What stopped the matrix before every row finished (Ctrl-C, SIGTERM); None: it ran out.
+    interrupted: Interrupted | None = None
+
+    def finished(self, row: MatrixRow) -> bool:
+        """Whether the row played every scenario (a stop left none of them not run)."""
+        return not self.not_run(row)
+
+    def not_run(self, row: MatrixRow) -> list[str]:
+        """The scenarios a stop kept this row from playing."""
+        return [s for s in self.scenarios
+                if (cell := self.cells.get((row.label, s))) is not None
+                and cell.verdict == NOT_RUN.verdict]
 
     def caught(self, row: MatrixRow) -> set[str]:
         """Every property some scenario found broken in this row."""
@@ -78,17 +101,21 @@ class Matrix:
         return [p for row in self.rows for p in self.row_problems(row)]
 
     def row_problems(self, row: MatrixRow) -> list[str]:
+        """A finding on a correct server is a problem however far its row got; a flaw not
+        caught only once its row has run every scenario."""
         caught = self.caught(row)
         if row.kind == "correct" and caught:
             return [f"{row.label}: the correct server has findings {sorted(caught)}"]
-        if row.kind == "flaw" and not caught & set(row.expected):
+        if row.kind == "flaw" and self.finished(row) and not caught & set(row.expected):
             return [f"{row.label}: no scenario caught it as {', '.join(row.expected)} "
                     f"(found: {', '.join(sorted(caught)) or 'nothing'})"]
         return []
 
 
 def _cell(result: RunResult, scenario: str) -> MatrixCell:
-    outcome = next(o for o in result.outcomes if o.name == scenario)
+    outcome = next((o for o in result.outcomes if o.name == scenario), None)
+    if outcome is None:
+        return NOT_RUN
     properties = tuple(sorted({f.property for f in outcome.findings}, key=lambda p: int(p[1:])))
     return MatrixCell(outcome.verdict, properties, outcome.reason)
 
@@ -98,27 +125,52 @@ def run_matrix(rows: Sequence[MatrixRow], scenarios: Sequence[Scenario], report_
                handlers_for: dict[str, list[Handler]] | None = None,
                on_row: Callable[[Matrix, MatrixRow], None] | None = None) -> Matrix:
     """Run every row, ``rows_at_once`` at a time and ``jobs`` scenarios at once within each;
-    ``on_row`` hears each row as soon as it is done."""
+    ``on_row`` hears each row as soon as it is done.  Interrupted (in the main thread), it
+    stops the rows and returns what they finished, with ``interrupted`` set."""
     matrix = Matrix([s.name for s in scenarios], list(rows))
     consumers = any(isinstance(row.target, ConsumerTarget) for row in rows)
+    stop = StopRequest()
     with start_toxiproxy(log_dir=report_dir) as toxiproxy, \
             (shared_broker() if consumers else nullcontext()):
         def one(row: MatrixRow) -> RunResult:
             config = RunConfig(target=row.target, scenarios=scenarios,
                                report_dir=report_dir / row.label, seed=seed, toxiproxy=toxiproxy,
-                               jobs=jobs, own_target=row.own_target)
+                               jobs=jobs, own_target=row.own_target, stop=stop)
             return run_target(config, (handlers_for or {}).get(row.label, []))
 
-        with ThreadPoolExecutor(max_workers=max(1, rows_at_once)) as pool:
+        def record(future: Future[RunResult]) -> None:
+            row, result = futures[future], future.result()
+            matrix.runs[row.label] = result
+            for scenario in matrix.scenarios:
+                matrix.cells[(row.label, scenario)] = _cell(result, scenario)
+            if on_row is not None:
+                on_row(matrix, row)
+
+        with ThreadPoolExecutor(max_workers=max(1, rows_at_once),
+                                thread_name_prefix="row") as pool:
             futures = {pool.submit(one, row): row for row in rows}
-            for future in as_completed(futures):
-                row, result = futures[future], future.result()
-                matrix.runs[row.label] = result
-                for scenario in matrix.scenarios:
-                    matrix.cells[(row.label, scenario)] = _cell(result, scenario)
-                if on_row is not None:
-                    on_row(matrix, row)
+            try:
+                _each_as_done(set(futures), record)
+            except Interrupted as interrupt:
+                matrix.interrupted = interrupt
+                stop.stop(interrupt)
+                pool.shutdown(wait=False, cancel_futures=True)  # rows not begun never begin
+                _each_as_done({f for f in futures if not f.cancelled()
+                               and futures[f].label not in matrix.runs}, record)
+    for row in rows:
+        for scenario in matrix.scenarios:
+            matrix.cells.setdefault((row.label, scenario), NOT_RUN)
     return matrix
+
+
+def _each_as_done(pending: set[Future[RunResult]],
+                  record: Callable[[Future[RunResult]], None]) -> None:
+    """``record`` each future as it ends, waking every ``_SIGNAL_CHECK_SECONDS`` so that a
+    signal handed to another thread still reaches the main thread promptly."""
+    while pending:
+        done, pending = wait(pending, timeout=_SIGNAL_CHECK_SECONDS, return_when=FIRST_COMPLETED)
+        for future in done:
+            record(future)
 
 
 def render_row_line(matrix: Matrix, row: MatrixRow) -> str:
@@ -133,7 +185,11 @@ def render_row_line(matrix: Matrix, row: MatrixRow) -> str:
         words = "; ".join(found) or "no finding"
     if undecided:
         words += f"; unknown: {', '.join(undecided)}"
-    mark = "PROBLEM" if matrix.row_problems(row) else "ok"
+    not_run = matrix.not_run(row)
+    if not_run:
+        words += f"; not run: {', '.join(not_run)}"
+    mark = ("PROBLEM" if matrix.row_problems(row)
+            else "ok" if matrix.finished(row) else "stopped")
     run = matrix.runs.get(row.label)
     head = f"{row.label[:30]:<30} {mark:<7} {run.seconds if run else 0.0:>5.0f}s  "
     return textwrap.fill(words, WIDTH, initial_indent=head, subsequent_indent=" " * len(head),
@@ -144,11 +200,22 @@ def render_matrix_lines(matrix: Matrix) -> str:
     """The matrix for a terminal: a line per row (``render_row_line``), then the problems."""
     lines = [f"{'row':<30} {'as it':<7} {'time':>6}  scenarios that found something",
              *(render_row_line(matrix, row) for row in matrix.rows)]
-    problems = matrix.problems()
-    lines += ["", "All rows as expected." if not problems else "Problems:"]
+    lines += ["", _summary(matrix)]
     lines += [textwrap.fill(p, WIDTH, initial_indent="- ", subsequent_indent="  ")
-              for p in problems]
+              for p in matrix.problems()]
     return "\n".join(lines) + "\n"
+
+
+def _summary(matrix: Matrix) -> str:
+    """The line before the problems: whether every row came out as it should, or how far a
+    stopped matrix got (its rows cannot all be said to be as expected)."""
+    problems = matrix.problems()
+    if matrix.interrupted is not None:
+        done = sum(matrix.finished(row) for row in matrix.rows)
+        return (f"Stopped by {matrix.interrupted.signal_name}: {done} of {len(matrix.rows)} rows "
+                "ran every scenario; the others are marked stopped, with the scenarios they "
+                "never ran" + (". Problems so far:" if problems else "."))
+    return "All rows as expected." if not problems else "Problems:"
 
 
 def render_matrix_markdown(matrix: Matrix) -> str:
@@ -159,9 +226,8 @@ def render_matrix_markdown(matrix: Matrix) -> str:
         expected = ", ".join(row.expected) if row.kind == "flaw" else (
             "no finding" if row.kind == "correct" else "")
         lines.append("| " + " | ".join([row.label, *cells, expected]) + " |")
-    problems = matrix.problems()
-    lines += ["", "All rows as expected." if not problems else "Problems:"]
-    lines += [f"- {p}" for p in problems]
+    lines += ["", _summary(matrix)]
+    lines += [f"- {p}" for p in matrix.problems()]
     return "\n".join(lines) + "\n"
 
 
@@ -175,6 +241,7 @@ def render_matrix_json(matrix: Matrix) -> str:
                 "target": row.target.name,
                 "expected": list(row.expected),
                 "caught": sorted(matrix.caught(row), key=lambda p: int(p[1:])),
+                "finished": matrix.finished(row),
                 "cells": {
                     s: {"verdict": c.verdict, "properties": list(c.properties), "reason": c.reason,
                         "text": c.text(row.kind)}
@@ -185,5 +252,6 @@ def render_matrix_json(matrix: Matrix) -> str:
             for row in matrix.rows
         ],
         "problems": matrix.problems(),
+        "stopped_by": None if matrix.interrupted is None else matrix.interrupted.signal_name,
     }
     return json.dumps(data, indent=2) + "\n"

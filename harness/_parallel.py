@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness._deployment import Deployment, Instance
 from harness._errors import HarnessError, ServiceError
+from harness._interrupts import StopRequest
 from harness._outcomes import ScenarioOutcome
 from harness._scenario import Scenario
 from harness._target import Target
@@ -38,7 +39,8 @@ __all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded", "default
 
 #: How often the calling thread wakes while scenarios run.  The kernel may hand Ctrl-C to any
 #: thread; Python then only notes it for the main thread, which acts on it when it next runs:
-#: blocked in an untimed wait, that is when the last scenario ends.
+#: blocked in an untimed wait, that is when the last scenario ends.  A run in a worker thread
+#: (a matrix row) checks its ``StopRequest`` as often.
 _SIGNAL_CHECK_SECONDS = 0.1
 
 #: Capabilities whose use changes the target for every scenario running on it.
@@ -199,13 +201,15 @@ def whole_target_scenarios(scenarios: Sequence[Scenario], target: Target) -> lis
 def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: int,
                 seed: int, own: OwnInstances | None, run_one: RunOne,
                 started: Callable[[int], None],
-                finished: Callable[[int, ScenarioOutcome], None]) -> None:
+                finished: Callable[[int, ScenarioOutcome], None],
+                stop: StopRequest | None = None) -> None:
     """Run ``scenarios`` up to ``jobs`` at once; ``started`` and ``finished`` hear each one's
     position in the plan (under one lock, so report handlers see one event at a time).  Those
     that need the whole target run on ``own`` instances, or without them alone, after the
     others.
 
-    Once the run is stopped (an interrupt in the calling thread), ``finished`` hears nothing
+    Once the run is stopped (an interrupt in the calling thread, or ``stop`` for a calling
+    thread that signals do not reach), ``finished`` hears nothing
     more: a scenario still running then ends against a target being torn down, and its outcome
     would pass for a verdict on a scenario that never ran to its end.
     """
@@ -247,6 +251,8 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
         pending = set(futures)
         while pending:  # a timed wait: see _SIGNAL_CHECK_SECONDS
             pending = wait(pending, timeout=_SIGNAL_CHECK_SECONDS).not_done
+            if stop is not None:
+                stop.check()
         for future in futures:
             future.result()  # a harness error in one scenario's set-up ends the run
     except BaseException:
@@ -256,4 +262,6 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
         raise
     pool.shutdown()
     for position in alone:  # the whole target to themselves, after the others
+        if stop is not None:
+            stop.check()
         play(position)

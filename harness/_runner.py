@@ -20,7 +20,7 @@ from harness._deployment import Deployment
 from harness._errors import HarnessError
 from harness._findings import Finding, merge_verdicts
 from harness._history import Event, History
-from harness._interrupts import Interrupted
+from harness._interrupts import Interrupted, StopRequest
 from harness._outcomes import (
     Handler,
     RunEvent,
@@ -59,6 +59,9 @@ class RunConfig:
     #: A target with a store of its own, for a scenario that needs the whole target to run on
     #: beside the others; None: such scenarios run alone after the others.
     own_target: Callable[[str], Target] | None = None
+    #: How a run in a worker thread hears of Ctrl-C (see ``StopRequest``); None: the run is in
+    #: the main thread, where the signal itself raises.
+    stop: StopRequest | None = None
 
 
 def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
@@ -119,9 +122,11 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
                 run_at_once(config.scenarios, deployment, jobs=config.jobs, seed=seed, own=own,
                             run_one=lambda s, d, rng: _run_one(s, d, rng, config, emit),
                             started=lambda n: emit(ScenarioStarted(planned[n], n, len(planned))),
-                            finished=finished)
+                            finished=finished, stop=config.stop)
             else:
                 for position, scenario in enumerate(config.scenarios):
+                    if config.stop is not None:
+                        config.stop.check()
                     emit(ScenarioStarted(scenario.name, position, len(config.scenarios)))
                     outcome = _run_one(scenario, deployment,
                                        random.Random(f"{seed}:{scenario.name}"), config, emit)

@@ -114,4 +114,6 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...]
     click.echo("")
     click.echo(render_matrix_lines(result))
     click.echo(f"matrix written to {report_dir}/matrix.md, matrix.json and index.html")
+    if result.interrupted is not None:
+        raise result.interrupted  # exits as the signal says, after what finished is written
     sys.exit(1 if result.problems() else 0)

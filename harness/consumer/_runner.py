@@ -104,6 +104,8 @@ def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) 
                                        allow_remote=config.allow_remote) as deployment:
                 for scenario in runnable:
                     assert isinstance(scenario, ConsumerScenario)
+                    if config.stop is not None:
+                        config.stop.check()
                     emit(ScenarioStarted(scenario.name, planned.index(scenario.name),
                                          len(planned)))
                     outcome = _run_one(scenario, deployment,

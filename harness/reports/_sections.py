@@ -56,6 +56,7 @@ class MatrixRowView:
     cells: tuple[MatrixCellView, ...]
     problem: str | None
     href: str | None
+    finished: bool = True  # False: a stop kept the row from some of its scenarios
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,7 @@ class MatrixSection:
     scenarios: tuple[str, ...]
     rows: tuple[MatrixRowView, ...]
     problems: tuple[str, ...]
+    stopped_by: str | None = None  # the signal that stopped the matrix before every row ended
 
     @property
     def title(self) -> str:
@@ -190,8 +192,10 @@ def parse_matrix(data: Any, directory: Path) -> MatrixSection:
         href = (f"{quote(label)}/index.html" if (directory / label / "index.html").is_file()
                 else None)
         rows.append(MatrixRowView(label, str(row.get("kind", "target")), expected,
-                                  tuple(views), problem, href))
-    return MatrixSection(scenarios, tuple(rows), problems)
+                                  tuple(views), problem, href, bool(row.get("finished", True))))
+    stopped_by = matrix.get("stopped_by")
+    return MatrixSection(scenarios, tuple(rows), problems,
+                         None if stopped_by is None else str(stopped_by))
 
 
 def _flatten(figures: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
