@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from types import FrameType
+from typing import Any
 
-__all__ = ["Interrupted", "StopRequest", "interrupt_on_signals"]
+__all__ = ["SIGNAL_CHECK_SECONDS", "Interrupted", "StopRequest", "each_as_done",
+           "interrupt_on_signals"]
+
+#: How often a thread waiting for worker threads wakes.  The kernel may hand Ctrl-C to any
+#: thread; Python then only notes it for the main thread, which acts on it when it next runs:
+#: blocked in an untimed wait, that is when the last worker ends.
+SIGNAL_CHECK_SECONDS = 0.1
 
 
 class Interrupted(KeyboardInterrupt):
@@ -45,6 +54,22 @@ class StopRequest:
         """Raise ``Interrupted`` once ``stop`` has been called."""
         if self._signum is not None:
             raise Interrupted(self._signum)
+
+
+def each_as_done(pending: Iterable[Future[Any]],
+                 record: Callable[[Future[Any]], None] | None = None, *,
+                 stop: StopRequest | None = None) -> None:
+    """Wait for ``pending``, handing each future to ``record`` as it ends, in steps of
+    ``SIGNAL_CHECK_SECONDS``: so that Ctrl-C reaches a main thread promptly, and so that a
+    worker thread, which signals never reach, checks its ``stop`` as often."""
+    waiting = set(pending)
+    while waiting:
+        done, waiting = wait(waiting, timeout=SIGNAL_CHECK_SECONDS, return_when=FIRST_COMPLETED)
+        if record is not None:
+            for future in done:
+                record(future)
+        if stop is not None:
+            stop.check()
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from harness._interrupts import Interrupted, StopRequest
+from harness._interrupts import Interrupted, StopRequest, each_as_done
 from harness._outcomes import Handler, RunResult
 from harness._runner import RunConfig
 from harness._scenario import Scenario
@@ -34,8 +34,6 @@ __all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "render_matrix_json",
 
 #: The terminal table's width.
 WIDTH = 100
-#: How often the main thread wakes while rows run, to act on Ctrl-C (see ``harness._parallel``).
-_SIGNAL_CHECK_SECONDS = 0.1
 
 RowKind = Literal["target", "flaw", "correct"]
 
@@ -150,27 +148,17 @@ def run_matrix(rows: Sequence[MatrixRow], scenarios: Sequence[Scenario], report_
                                 thread_name_prefix="row") as pool:
             futures = {pool.submit(one, row): row for row in rows}
             try:
-                _each_as_done(set(futures), record)
+                each_as_done(set(futures), record)
             except Interrupted as interrupt:
                 matrix.interrupted = interrupt
                 stop.stop(interrupt)
                 pool.shutdown(wait=False, cancel_futures=True)  # rows not begun never begin
-                _each_as_done({f for f in futures if not f.cancelled()
+                each_as_done({f for f in futures if not f.cancelled()
                                and futures[f].label not in matrix.runs}, record)
     for row in rows:
         for scenario in matrix.scenarios:
             matrix.cells.setdefault((row.label, scenario), NOT_RUN)
     return matrix
-
-
-def _each_as_done(pending: set[Future[RunResult]],
-                  record: Callable[[Future[RunResult]], None]) -> None:
-    """``record`` each future as it ends, waking every ``_SIGNAL_CHECK_SECONDS`` so that a
-    signal handed to another thread still reaches the main thread promptly."""
-    while pending:
-        done, pending = wait(pending, timeout=_SIGNAL_CHECK_SECONDS, return_when=FIRST_COMPLETED)
-        for future in done:
-            record(future)
 
 
 def render_row_line(matrix: Matrix, row: MatrixRow) -> str:

@@ -22,13 +22,13 @@ import os
 import random
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
 from harness._deployment import Deployment, Instance
 from harness._errors import HarnessError, ServiceError
-from harness._interrupts import StopRequest
+from harness._interrupts import StopRequest, each_as_done
 from harness._outcomes import ScenarioOutcome
 from harness._scenario import Scenario
 from harness._target import Target
@@ -36,12 +36,6 @@ from harness._toxiproxy import ToxiproxyServer
 
 __all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded", "default_jobs",
            "needs_whole_target", "run_at_once", "whole_target_scenarios"]
-
-#: How often the calling thread wakes while scenarios run.  The kernel may hand Ctrl-C to any
-#: thread; Python then only notes it for the main thread, which acts on it when it next runs:
-#: blocked in an untimed wait, that is when the last scenario ends.  A run in a worker thread
-#: (a matrix row) checks its ``StopRequest`` as often.
-_SIGNAL_CHECK_SECONDS = 0.1
 
 #: Capabilities whose use changes the target for every scenario running on it.
 WHOLE_TARGET = frozenset({"clock", "crash", "restart", "store-proxy", "store-size", "cleanup",
@@ -248,11 +242,7 @@ def run_at_once(scenarios: Sequence[Scenario], deployment: Deployment, *, jobs: 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario")
     try:
         futures: list[Future[None]] = [pool.submit(play, i) for i in order]
-        pending = set(futures)
-        while pending:  # a timed wait: see _SIGNAL_CHECK_SECONDS
-            pending = wait(pending, timeout=_SIGNAL_CHECK_SECONDS).not_done
-            if stop is not None:
-                stop.check()
+        each_as_done(futures, stop=stop)  # timed waits, so that Ctrl-C is heard at once
         for future in futures:
             future.result()  # a harness error in one scenario's set-up ends the run
     except BaseException:
