@@ -79,6 +79,7 @@ _ALREADY_PROCESSED = StoredResponse(
     200, (("content-type", "application/json"),), b'{"status":"already_processed"}'
 )
 _RETRY_AFTER = 1
+_NO_FAULTS = FaultRequest()
 # The layer's fixed answers, encoded once: 409s and 503s come in bursts (concurrent retries, an
 # outage), and ``send_captured`` copies the headers, so one value serves every request.
 _REUSE = error_response(422, "idempotency_key_reuse",
@@ -142,7 +143,8 @@ class IdempotencyMiddleware:
         self.test_faults = test_faults
         self.behaviour = behaviour
         self.methods = methods
-        self.local_work = local_work
+        # Decided once, not per request: see ``_Exchange._may_work_first``.
+        self.works_first = local_work and behaviour == CORRECT
         self.waiting_room = _WaitingRoom(max_waiters)
         self.finished = _FinishedKeys()
         self.direct = DirectLedger(store)  # for lax mode's unkeyed requests; holds no state
@@ -254,7 +256,7 @@ class _Exchange:
                 return await send_error(self.send, 400, "idempotency_key_invalid", str(exc))
         elif layer.mode == "strict":
             return await send_error(self.send, 400, "idempotency_key_missing")
-        faults = FaultRequest()
+        faults = _NO_FAULTS
         if layer.test_faults:
             try:
                 faults = requested_faults(self.scope)
@@ -281,7 +283,7 @@ class _Exchange:
             return await send_error(self.send, 401, "invalid_authorization", str(exc))
         except InvalidKey as exc:
             return await send_error(self.send, 400, "idempotency_key_invalid", str(exc))
-        request = self._keyed(tenant, client_key, b"", FaultRequest())
+        request = self._keyed(tenant, client_key, b"", _NO_FAULTS)
         record = await self.layer.store.lookup(request.tenant, request.key)
         if judge(record, await self._claim_request(request)) is Verdict.REUSE:
             return await send_captured(self.send, _REUSE)
@@ -388,10 +390,8 @@ class _Exchange:
         lease), so it takes them; and each named flaw is one deviation in those phases, so a
         flawed server always does.  A key this process has seen finished is claimed first too
         (``_FinishedKeys``): its retry is a replay, which needs no work."""
-        layer = self.layer
-        return (layer.local_work and layer.behaviour == CORRECT
-                and request.faults == FaultRequest()
-                and (request.tenant, request.key) not in layer.finished)
+        return (self.layer.works_first and request.faults == _NO_FAULTS
+                and (request.tenant, request.key) not in self.layer.finished)
 
     async def _work_then_claim(self, request: _KeyedRequest, body: bytes) -> ClaimOutcome | None:
         """Run the handler with its work held back, then claim the key with the work and the

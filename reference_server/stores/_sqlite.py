@@ -172,10 +172,8 @@ class SqliteStore:
         return await self._writes.run(lambda db: self._claim(db, request, None))
 
     async def claim_completed(self, completion: Completion) -> Claimed | KeyRecord | None:
-        response = completion.response
-
         def claim_and_commit(db: sqlite3.Connection) -> Claimed | KeyRecord:
-            outcome = self._claim(db, completion.claim, (response.status, response.to_document()))
+            outcome = self._claim(db, completion.claim, completion.response)
             if isinstance(outcome, Claimed):
                 self._insert_charges(db, completion.charges, completion.client_key)
             return outcome
@@ -183,11 +181,13 @@ class SqliteStore:
         return await self._writes.run(claim_and_commit)
 
     def _claim(self, db: sqlite3.Connection, request: ClaimRequest,
-               complete: tuple[int, str] | None) -> Claimed | KeyRecord:
+               complete: StoredResponse | None) -> Claimed | KeyRecord:
         """Claim the key if ``judge`` allows it, leaving the row in progress under a lease, or
-        with ``complete``'s status and response document already stored; else the row."""
-        status, response = complete or (0, None)
-        locked_until = None if complete else _ts(request.lease_until)
+        with ``complete`` already stored as its response; else the row."""
+        if complete is None:
+            status, response, locked_until = 0, None, _ts(request.lease_until)
+        else:
+            status, response, locked_until = complete.status, complete.to_document(), None
         fresh = _next_token(None)
         if db.execute(_INSERT_CLAIM, (request.tenant, request.key, request.fingerprint, fresh,
                                       status, response, locked_until, _ts(request.now))
