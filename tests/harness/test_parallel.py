@@ -96,7 +96,6 @@ def test_an_own_instance_serves_one_scenario_at_a_time_and_is_reused(
     assert all(p is not None and not p.running() for p in processes)
 
 
-
 @pytest.fixture
 def interrupts_as_the_cli_does() -> Iterator[None]:
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
