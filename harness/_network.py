@@ -6,8 +6,11 @@ talk to this machine.  Every address it is about to use passes through ``require
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import random
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from harness._errors import RemoteTargetRefused, UsageError
@@ -15,6 +18,10 @@ from harness._errors import RemoteTargetRefused, UsageError
 __all__ = ["free_port", "host_of", "is_loopback", "require_loopback"]
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+#: Listening ports are chosen from here up to the start of the kernel's ephemeral range.
+_FIRST_PORT = 10_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_choose = random.SystemRandom()  # never the seeded global generator: processes would agree
 
 
 def is_loopback(host: str) -> bool:
@@ -50,9 +57,32 @@ def require_loopback(address: str, *, allow_remote: bool = False) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the kernel picks it)."""
+    """A TCP port that was free on ``host`` a moment ago, for a service about to listen on it.
+
+    Chosen below the kernel's ephemeral range: a port the kernel picks (a bind to port 0) comes
+    from the range it also hands to outgoing connections, and one of those (a client of another
+    test, Toxiproxy's upstream) could take it before the service binds it (seen in CI).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
+    for _ in range(100):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, _choose.randrange(_FIRST_PORT, _ephemeral_start())))
+            except OSError:  # taken: another
+                continue
+            port: int = sock.getsockname()[1]
+            return port
+    with socket.socket(family, socket.SOCK_STREAM) as sock:  # a crowded range: the kernel's
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
+        port = sock.getsockname()[1]
         return port
+
+
+@functools.cache
+def _ephemeral_start() -> int:
+    """Where the kernel's ephemeral ports begin (Linux's default when it cannot be read)."""
+    try:
+        start = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        start = 32768
+    return max(start, _FIRST_PORT + 1000)
