@@ -12,8 +12,7 @@ def drive(ctx: ConsumerContext) -> None:
     ctx.ensure_consumers(2)
     key = ctx.new_key()
     slow = ("before-work", PAUSE_MS) if "pause-before-work" in ctx.target.capabilities() else None
-    for copy in range(COPIES):
-        ctx.publish(key, label="copy", attempt=copy + 1, pause=slow)
+    ctx.publish_copies(key, COPIES, pause=slow)
     ctx.drain()
 
 
@@ -30,9 +29,9 @@ SCENARIO = consumer_scenario(
     properties=("P1", "P2"),
     plan=(
         "run two consumers on one store (each with its own prefetch)",
-        "publish four copies of one charge with the same key and new message ids, back to "
-        "back (each asks the consumer to pause briefly before the work, when it can, so the "
-        "copies overlap)",
+        "publish four copies of one charge with the same key and new message ids at once "
+        "(all sent before any confirm is awaited; each asks the consumer to pause briefly "
+        "before the work, when it can, so the copies overlap)",
         "drain, then check: exactly one charge for the key",
     ),
     drive=drive,

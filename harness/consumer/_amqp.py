@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -24,7 +24,7 @@ from aio_pika.exceptions import AMQPError, ChannelNotFoundEntity, DeliveryError
 
 from harness._errors import ServiceError
 
-__all__ = ["AmqpClient", "PublishOutcome", "QueueState", "Received", "header_text"]
+__all__ = ["AmqpClient", "Outgoing", "PublishOutcome", "QueueState", "Received", "header_text"]
 
 T = TypeVar("T")
 # A connection the nemesis cuts on purpose (the producer's, after a lost confirm) makes aiormq
@@ -42,6 +42,19 @@ class QueueState:
     exists: bool
     ready: int = 0
     consumers: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One message the harness publishes (persistent and mandatory: a message no queue takes
+    is returned, not dropped)."""
+
+    exchange: str
+    routing_key: str
+    body: bytes
+    message_id: str | None
+    headers: Mapping[str, Any]
+    content_type: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,38 +111,55 @@ class AmqpClient:
                                                            on_return_raises=True)
         return self._channel
 
-    def publish(self, *, exchange: str, routing_key: str, body: bytes, message_id: str | None,
-                headers: Mapping[str, Any], content_type: str,
+    def publish(self, message: Outgoing, *,
                 timeout: float | None = None) -> tuple[PublishOutcome, str | None]:
         """Publish one persistent, mandatory message and wait for the broker's confirm; the
         outcome and, when not confirmed, why."""
+        return self.publish_at_once([message], timeout=timeout)[0]
+
+    def publish_at_once(self, messages: Sequence[Outgoing], *, timeout: float | None = None
+                        ) -> list[tuple[PublishOutcome, str | None]]:
+        """Publish every message before waiting for any confirm, then wait for them all; each
+        message's outcome in order.  The broker confirms a persistent message only once it is
+        on disk, which a busy machine can make take tens of milliseconds: published one after
+        another, copies meant to arrive together would arrive that far apart."""
         wait = timeout or self._timeout
 
-        async def send() -> tuple[PublishOutcome, str | None]:
-            channel = await self._open()
-            target = (channel.default_exchange if not exchange
-                      else await channel.get_exchange(exchange, ensure=False))
-            message = aio_pika.Message(body, headers=dict(headers), message_id=message_id,
-                                       content_type=content_type,
+        async def send(channel: AbstractChannel,
+                       outgoing: Outgoing) -> tuple[PublishOutcome, str | None]:
+            target = (channel.default_exchange if not outgoing.exchange
+                      else await channel.get_exchange(outgoing.exchange, ensure=False))
+            message = aio_pika.Message(outgoing.body, headers=dict(outgoing.headers),
+                                       message_id=outgoing.message_id,
+                                       content_type=outgoing.content_type,
                                        delivery_mode=DeliveryMode.PERSISTENT)
             try:
-                await target.publish(message, routing_key, mandatory=True, timeout=wait)
+                await target.publish(message, outgoing.routing_key, mandatory=True,
+                                     timeout=wait)
             except DeliveryError as exc:
                 frame = type(exc.frame).__name__ if exc.frame is not None else "nack"
                 return "refused", ("returned unroutable: no queue is bound to "
-                                   f"{routing_key!r}" if frame == "Return" else "nacked")
-            except TimeoutError:
-                return "unknown", f"no confirm within {wait:g} s"
-            return "confirmed", None
-
-        with self._lock:
-            try:
-                return self._loop.call(send(), wait + 5)
+                                   f"{outgoing.routing_key!r}" if frame == "Return"
+                                   else "nacked")
             except TimeoutError:
                 return "unknown", f"no confirm within {wait:g} s"
             except (AMQPError, OSError, ConnectionError) as exc:
                 self._channel = None
                 return "unknown", f"{type(exc).__name__}: {exc}"
+            return "confirmed", None
+
+        async def send_all() -> list[tuple[PublishOutcome, str | None]]:
+            channel = await self._open()
+            return list(await asyncio.gather(*(send(channel, m) for m in messages)))
+
+        with self._lock:
+            try:
+                return self._loop.call(send_all(), wait + 5)
+            except TimeoutError:
+                return [("unknown", f"no confirm within {wait:g} s")] * len(messages)
+            except (AMQPError, OSError, ConnectionError) as exc:
+                self._channel = None
+                return [("unknown", f"{type(exc).__name__}: {exc}")] * len(messages)
 
     def queue_state(self, name: str) -> QueueState:
         """A passive declare on a channel of its own (a missing queue closes the channel)."""

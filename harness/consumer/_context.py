@@ -21,7 +21,7 @@ from typing import Any
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._oracle import record_effects
 from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, render_template
-from harness.consumer._amqp import AmqpClient, header_text
+from harness.consumer._amqp import AmqpClient, Outgoing, PublishOutcome, header_text
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._events import EventFeed
 from harness.consumer._nemesis import ConsumerNemesis
@@ -90,18 +90,36 @@ class ConsumerContext:
         """Publish one message for ``key`` and wait for the broker's confirm; recorded as a
         ``publish`` operation: ok (confirmed), fail (refused), info (no confirm: maybe queued).
         Each publish has a message id of its own unless the key is the message id."""
+        invoke, message = self._outgoing(key, label=label, attempt=attempt, poison=poison,
+                                         pause=pause)
+        client = via or self.deployment.amqp
+        return self._confirmed(invoke, client.publish(message, timeout=timeout))
+
+    def publish_copies(self, key: str, copies: int, *, label: str = "copy",
+                       pause: tuple[str, int] | None = None) -> list[Event]:
+        """Publish ``copies`` messages for ``key`` (attempts 1..copies) all before waiting for
+        any confirm, so they reach the consumers together however slowly the broker confirms;
+        each is its own ``publish`` operation, as ``publish`` records it."""
+        outgoing = [self._outgoing(key, label=label, attempt=n, poison=False, pause=pause)
+                    for n in range(1, copies + 1)]
+        outcomes = self.deployment.amqp.publish_at_once([m for _, m in outgoing])
+        return [self._confirmed(invoke, outcome)
+                for (invoke, _), outcome in zip(outgoing, outcomes, strict=True)]
+
+    def _outgoing(self, key: str, *, label: str, attempt: int, poison: bool,
+                  pause: tuple[str, int] | None) -> tuple[Event, Outgoing]:
         body, headers, message_id = self._message(key, poison=poison, pause=pause,
                                                   message_id=uuid.uuid4().hex)
         invoke = self.history.invoke(
             "publish", PRODUCER, key=key, attempt=attempt, label=label,
             value={"message_id": message_id, "queue": self.deployment.queue,
                    "poison": poison})
-        client = via or self.deployment.amqp
-        outcome, why = client.publish(
-            exchange=self.deployment.exchange, routing_key=self.deployment.routing_key,
-            body=body, message_id=message_id, headers=headers,
-            content_type=self.target.message.content_type, timeout=timeout)
-        kind = {"confirmed": "ok", "refused": "fail", "unknown": "info"}[outcome]
+        return invoke, Outgoing(self.deployment.exchange, self.deployment.routing_key, body,
+                                message_id, headers, self.target.message.content_type)
+
+    def _confirmed(self, invoke: Event, outcome: tuple[PublishOutcome, str | None]) -> Event:
+        confirm, why = outcome
+        kind = {"confirmed": "ok", "refused": "fail", "unknown": "info"}[confirm]
         return self.history.complete(invoke, kind, error=why)  # type: ignore[arg-type]
 
     def publish_losing_confirm(self, key: str) -> Event:
