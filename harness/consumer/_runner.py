@@ -156,7 +156,8 @@ def _run_one(scenario: ConsumerScenario, deployment: ConsumerDeployment, rng: ra
     except HarnessError as exc:
         error = error or f"the queue could not be drained: {exc}"
     check = judge(history.events(), deployment.target, config.retry_horizon,
-                  base_url=deployment.admin_url())
+                  base_url=deployment.admin_url(),
+                  scripts=(config.report_dir, scenario.name) if config.report_dir else None)
     verdict = check.verdict if error is None else merge_verdicts([check.verdict, "unknown"])
     return ScenarioOutcome(scenario.name, verdict, scenario.properties, check, error,
                            history.events(), time.monotonic() - started)

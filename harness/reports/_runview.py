@@ -17,6 +17,8 @@ from harness._findings import Finding, Note, klass_of
 from harness._nemesis import FAULTS
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._reproduce import script_for
+from harness.consumer._reproduce import consumer_script
+from harness.consumer._target import ConsumerTarget
 from harness.reports._explain import KLASS_MEANING, Explanation, explain
 from harness.reports._results import requests_sent, verdict_counts
 from harness.reports._sequence import Diagram, Storyboard, sequence_diagram
@@ -190,6 +192,9 @@ def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
 def reproduction_script(result: RunResult, outcome: ScenarioOutcome, finding: Finding) -> str:
     """The script that replays ``finding`` of ``outcome`` (the report directory writes it where
     the finding's reproduction line says; the page shows it)."""
+    if isinstance(result.target, ConsumerTarget):
+        return consumer_script(finding, outcome.events, result.target, scenario=outcome.name,
+                               seed=result.seed)
     return script_for(finding, outcome.events, result.target,
                       scenario=outcome.name, seed=result.seed,
                       base_url=result.target.url or "http://127.0.0.1:8000")
