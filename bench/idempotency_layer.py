@@ -190,7 +190,7 @@ def postgres_store(stack: ExitStack) -> str | None:
     except ServiceUnavailable as exc:
         print(f"PostgreSQL skipped: {exc}", file=sys.stderr)
         return None
-    params = conninfo_to_dict(postgres.create_database(f"bench_{uuid.uuid4().hex[:8]}"))
+    params = conninfo_to_dict(postgres.create_database("bench"))
     return f"postgresql://{params['user']}@{params['host']}:{params['port']}/{params['dbname']}"
 
 

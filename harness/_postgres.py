@@ -16,6 +16,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
+import uuid
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,23 +88,31 @@ class _Cluster:
 
 
 class PostgresServer:
-    """A PostgreSQL server and its DSN; ``close`` stops and deletes what this process made."""
+    """A PostgreSQL server and its DSN; ``close`` stops and deletes what this process made.
+
+    On a server someone else runs (``IDEM_PG_DSN``) that is the databases this process
+    created: each has a name of its own, so two runs sharing the server never drop each other's
+    database, and none is left behind to fill the server up."""
 
     def __init__(self, dsn: str, *, origin: str, stopper: Any = None) -> None:
         self.dsn = dsn
         self.origin = origin
         self._stopper = stopper
+        self._created: list[str] = []
+        self._lock = threading.Lock()
 
     @property
     def port(self) -> int:
         info = psycopg.conninfo.conninfo_to_dict(self.dsn)
         return int(info.get("port") or 5432)
 
-    def create_database(self, name: str) -> str:
-        """Create a fresh database (dropping one of that name) and return its URL."""
+    def create_database(self, prefix: str) -> str:
+        """Create a fresh database named ``prefix`` and a suffix of its own; return its URL."""
+        name = f"{prefix[:54]}_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{name}"')
+        with self._lock:
+            self._created.append(name)
         info = psycopg.conninfo.conninfo_to_dict(self.dsn)
         credentials = str(info.get("user") or "postgres")
         if info.get("password"):
@@ -111,9 +121,17 @@ class PostgresServer:
                 f"{info.get('port') or 5432}/{name}")
 
     def close(self) -> None:
-        if self._stopper is not None:
+        if self._stopper is not None:  # the whole cluster is ours: it goes, databases and all
             self._stopper.stop()
             self._stopper = None
+            return
+        with self._lock:
+            created, self._created = self._created, []
+        for name in created:
+            # A server that went away, or a database already dropped: nothing is left to drop.
+            with suppress(psycopg.Error), psycopg.connect(self.dsn, autocommit=True,
+                                                          connect_timeout=5) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def __enter__(self) -> PostgresServer:
         return self

@@ -4,8 +4,10 @@ says they do."""
 from __future__ import annotations
 
 import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
 
-from harness._postgres import PostgresServer
+from harness._postgres import PostgresServer, start_postgres
 
 SEED_SCHEMA = """
 create table idempotency_keys (
@@ -52,3 +54,32 @@ def test_claim_is_atomic_between_two_connections(postgres_server: PostgresServer
     assert won_a == [("k",)]
     assert blocked
     assert won_b == []
+
+
+def test_databases_on_a_server_someone_else_runs_are_dropped_by_whoever_made_them(
+        postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs sharing one IDEM_PG_DSN get databases of their own, and each run's close drops
+    its own, never the other's: nothing is left behind on the user's server."""
+    monkeypatch.setenv("IDEM_PG_DSN", postgres_server.dsn)
+    first, second = start_postgres(), start_postgres()
+    try:
+        mine = [first.create_database("idem_run"), first.create_database("idem_run")]
+        theirs = second.create_database("idem_run")
+        assert len({*mine, theirs}) == 3
+        first.close()
+        assert _databases(postgres_server) & {_name(d) for d in mine} == set()
+        with psycopg.connect(theirs) as conn:  # the other run's database is untouched
+            assert conn.execute("select 1").fetchone() == (1,)
+    finally:
+        first.close()
+        second.close()
+    assert _name(theirs) not in _databases(postgres_server)
+
+
+def _name(dsn: str) -> str:
+    return str(conninfo_to_dict(dsn)["dbname"])
+
+
+def _databases(server: PostgresServer) -> set[str]:
+    with psycopg.connect(server.dsn) as conn:
+        return {row[0] for row in conn.execute("select datname from pg_database")}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
@@ -60,7 +59,7 @@ def own_target(target: Target, *, reference: bool, store: str | None, flaw: str 
         return lambda scenario: target
 
     def fresh(scenario: str) -> Target:
-        name = f"idem_{uuid.uuid4().hex[:8]}_{scenario}".replace("-", "_")[:63]
+        name = f"idem_{scenario}".replace("-", "_")
         return reference_target(store=postgres.create_database(name), flaw=flaw)
 
     return fresh
