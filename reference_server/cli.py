@@ -13,9 +13,10 @@ import click
 from harness._network import is_loopback
 from reference_server._durations import Duration
 from reference_server._middleware import ErrorPolicy, InProgressPolicy, Mode
+from reference_server._options import checked_flaw
 from reference_server._serving import run_server
 from reference_server._settings import ServerSettings
-from reference_server.flaws import FLAWS, UnknownFlaw, get_flaw
+from reference_server.flaws import FLAWS, get_flaw
 from reference_server.stores import StoreUrlError, check_store_url
 
 __all__ = ["serve"]
@@ -28,15 +29,6 @@ def _default_store() -> str:
     from harness._paths import state_dir
 
     return f"sqlite:///{state_dir() / 'reference-server.sqlite3'}"
-
-
-def _check_flaw(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None:
-        try:
-            get_flaw(value)
-        except UnknownFlaw as exc:
-            raise click.BadParameter(str(exc)) from None
-    return value
 
 
 @click.command(name="serve", context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,7 +63,7 @@ def _check_flaw(ctx: click.Context, param: click.Parameter, value: str | None) -
               help="Let POST /_admin/clock/advance move the server's clock.")
 @click.option("--test-faults", is_flag=True,
               help="Honour the X-Test-Fault and X-Test-Delay-Ms request headers.")
-@click.option("--flaw", metavar="NAME", callback=_check_flaw,
+@click.option("--flaw", metavar="NAME", callback=checked_flaw(get_flaw),
               help=f"Run with one named flaw: {', '.join(FLAWS)}.")
 @click.option("--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True)
 @click.option("--no-idempotency", is_flag=True, hidden=True,

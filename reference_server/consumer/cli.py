@@ -13,13 +13,10 @@ import click
 
 from harness._network import is_loopback
 from reference_server._durations import Duration
+from reference_server._options import checked_flaw
 from reference_server.consumer._running import run_consumer
 from reference_server.consumer._settings import ConsumerSettings
-from reference_server.consumer.flaws import (
-    CONSUMER_FLAWS,
-    UnknownConsumerFlaw,
-    get_consumer_flaw,
-)
+from reference_server.consumer.flaws import CONSUMER_FLAWS, get_consumer_flaw
 from reference_server.stores import StoreUrlError, check_store_url
 
 __all__ = ["consume"]
@@ -32,15 +29,6 @@ def _default_store() -> str:
     from harness._paths import state_dir
 
     return f"sqlite:///{state_dir() / 'reference-consumer.sqlite3'}"
-
-
-def _check_flaw(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None:
-        try:
-            get_consumer_flaw(value)
-        except UnknownConsumerFlaw as exc:
-            raise click.BadParameter(str(exc)) from None
-    return value
 
 
 def _check_queue(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -109,7 +97,7 @@ def _check_amqp_url(url: str, allow_remote: bool) -> None:
               help="Let POST /_admin/clock/advance move the consumer's clock.")
 @click.option("--test-faults", is_flag=True,
               help="Honour the X-Test-Pause and X-Test-Fault message headers.")
-@click.option("--flaw", metavar="NAME", callback=_check_flaw,
+@click.option("--flaw", metavar="NAME", callback=checked_flaw(get_consumer_flaw),
               help=f"Run with one named flaw: {', '.join(CONSUMER_FLAWS)}.")
 @click.option("--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True)
 def consume(
