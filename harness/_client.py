@@ -151,11 +151,14 @@ def _tls_context() -> ssl.SSLContext:
 class RecordingClient:
     """Sends the target's endpoint requests through its proxies and records every attempt."""
 
-    def __init__(self, target: Target, history: History, urls: list[str]) -> None:
+    def __init__(self, target: Target, history: History, urls: list[str], *,
+                 http: httpx.Client | None = None) -> None:
+        """``http`` sends the requests; by default a new connection for each, so a request
+        never rides on a connection a fault left half-broken."""
         self.target = target
         self.history = history
         self.urls = urls
-        self._http = httpx.Client(
+        self._http = http or httpx.Client(
             timeout=target.client.timeout, verify=_tls_context(),
             limits=httpx.Limits(max_keepalive_connections=0, max_connections=None),
         )

@@ -189,6 +189,5 @@ class KeptAliveClient(RecordingClient):
     same classification of errors, other connections."""
 
     def __init__(self, target: Target, history: History, urls: list[str]) -> None:
-        super().__init__(target, history, urls)
-        self._http.close()
-        self._http = KeptAliveHttp(timeout=target.client.timeout)
+        super().__init__(target, history, urls,
+                         http=KeptAliveHttp(timeout=target.client.timeout))
