@@ -127,10 +127,12 @@ class PostgresServer:
             return
         with self._lock:
             created, self._created = self._created, []
-        for name in created:
-            # A server that went away, or a database already dropped: nothing is left to drop.
-            with suppress(psycopg.Error), psycopg.connect(self.dsn, autocommit=True,
-                                                          connect_timeout=5) as conn:
+        if not created:
+            return
+        # A server that went away has nothing left to drop.
+        with suppress(psycopg.Error), psycopg.connect(self.dsn, autocommit=True,
+                                                      connect_timeout=5) as conn:
+            for name in created:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def __enter__(self) -> PostgresServer:

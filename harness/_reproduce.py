@@ -26,7 +26,7 @@ from harness._findings import Finding
 from harness._history import NEMESIS, Event
 from harness._target import HttpEffects, RecorderEffects, Target, render_template
 
-__all__ = ["curl_for", "script_for", "script_path"]
+__all__ = ["comment_lines", "curl_for", "script_for", "script_path"]
 
 #: Stand-ins rendered into the start command, then turned into shell variables.
 _SHELL_VALUES = {"port": "@@PORT@@", "workdir": "@@WORKDIR@@", "instance": "0",
@@ -55,7 +55,7 @@ def script_for(finding: Finding, events: Sequence[Event], target: Target, *, sce
         "#!/usr/bin/env bash",
         f"# idem-harness: reproduce {finding.property} ({finding.klass}) of scenario {scenario}, "
         f"seed {seed}, target {target.name}.",
-        *(f"# {line}" for line in _wrap(finding.message)),
+        *comment_lines(finding.message),
         "#",
         "# Usage: bash THIS_SCRIPT [BASE_URL]",
         "#   BASE_URL: a fresh instance of the target, with nothing stored yet. Without it the",
@@ -273,5 +273,6 @@ def _command(words: Sequence[str]) -> str:
     return " ".join(_shell_word(word) for word in words)
 
 
-def _wrap(text: str, width: int = 96) -> list[str]:
-    return textwrap.wrap(" ".join(text.split()), width) or [""]
+def comment_lines(text: str, width: int = 96) -> list[str]:
+    """``text`` as bash comment lines of at most ``width`` characters of text each."""
+    return [f"# {line}" for line in textwrap.wrap(" ".join(text.split()), width) or [""]]

@@ -24,6 +24,7 @@ import tomlkit
 from harness._analysis import View
 from harness._findings import Finding
 from harness._history import Event
+from harness._reproduce import comment_lines
 from harness.consumer._analysis import QueueView
 from harness.consumer._target import ConsumerTarget
 
@@ -63,7 +64,7 @@ def consumer_script(finding: Finding, events: Sequence[Event], target: ConsumerT
         "#!/usr/bin/env bash",
         f"# idem-harness: reproduce {finding.property} ({finding.klass}) of consumer scenario "
         f"{scenario}, seed {seed}, target {target.name}.",
-        *(f"# {line}" for line in _wrap(finding.message)),
+        *comment_lines(finding.message),
         *_what_happened(finding, events),
         "#",
         "# Usage: bash THIS_SCRIPT [AMQP_URL]",
@@ -101,7 +102,7 @@ def _what_happened(finding: Finding, events: Sequence[Event]) -> list[str]:
     story = QueueView(View(events)).story(finding.key)
     if not story or story in finding.message:  # a duplicate's message tells it already
         return []
-    return ["#", *(f"# {line}" for line in _wrap(f"In the run: {story}."))]
+    return ["#", *comment_lines(f"In the run: {story}.")]
 
 
 def _target_file(target: ConsumerTarget) -> str:
@@ -123,6 +124,3 @@ def _store_caveat(target: ConsumerTarget) -> list[str]:
             "#   exist; one that --postgres made was dropped with its run: run the harness",
             "#   with --postgres again instead."]
 
-
-def _wrap(text: str, width: int = 96) -> list[str]:
-    return textwrap.wrap(" ".join(text.split()), width) or [""]
