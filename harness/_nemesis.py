@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from harness._clock import ClockAfterRestart
 from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._history import NEMESIS, History
@@ -169,8 +170,16 @@ class Nemesis:
                             value={"instance": instance, "code": code, "scenario": scenario})
 
     def restart(self, instance: int = 0) -> None:
-        self.deployment.restart(instance)
-        self.history.record("info", "restart", NEMESIS, value={"instance": instance})
+        self.restarted(instance, self.deployment.restart(instance))
+
+    def restarted(self, instance: int, clock: ClockAfterRestart) -> None:
+        """Record a restart, with where the target's clock stood after it; a clock found
+        ahead of the harness's account is also a jump the judge must count."""
+        self.history.record("info", "restart", NEMESIS,
+                            value={"instance": instance, **clock.describe()})
+        if clock.outcome == "ahead":
+            self.history.record("info", "clock", NEMESIS,
+                                value={"seconds": clock.seconds, "via": "restart"})
 
     def advance_clock(self, seconds: float) -> None:
         self.deployment.advance_clock(seconds)

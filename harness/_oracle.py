@@ -30,6 +30,8 @@ __all__ = [
     "SqlOracle",
     "record_effects",
     "record_total",
+    "sql_count",
+    "sql_rows",
 ]
 
 
@@ -148,22 +150,10 @@ class SqlOracle:
             require_loopback(spec.dsn, allow_remote=allow_remote)
 
     def _rows(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        if self._spec.dsn.startswith("sqlite:///"):
-            named = query.replace("%(tenant)s", ":tenant").replace("%(key)s", ":key")
-            with sqlite3.connect(self._spec.dsn.removeprefix("sqlite:///"), timeout=10) as conn:
-                return conn.execute(named, params).fetchall()
-        with psycopg.connect(self._spec.dsn, connect_timeout=10) as conn:
-            return conn.execute(query, params).fetchall()
+        return sql_rows(self._spec.dsn, query, params)
 
     def _count(self, query: str, params: dict[str, Any]) -> int:
-        try:
-            rows = self._rows(query, params)
-            return _checked_count(rows[0][0]) if rows else 0
-        except (sqlite3.Error, psycopg.Error, ValueError, IndexError) as exc:
-            raise ServiceError(
-                f"the effects query failed for {params}: {exc}; check [effects] dsn and query "
-                "in the target file"
-            ) from exc
+        return sql_count(self._spec.dsn, query, params, where="[effects] dsn and query")
 
     def count(self, tenant: str | None, key: str | None) -> EffectCount:
         params = {"tenant": tenant, "key": key}
@@ -192,6 +182,28 @@ class SqlOracle:
 
     def close(self) -> None:
         pass
+
+
+def sql_rows(dsn: str, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows ``query`` answers over ``dsn`` (PostgreSQL, or SQLite with ``%(name)s``
+    parameters rewritten to its ``:name``)."""
+    if dsn.startswith("sqlite:///"):
+        named = query.replace("%(tenant)s", ":tenant").replace("%(key)s", ":key")
+        with sqlite3.connect(dsn.removeprefix("sqlite:///"), timeout=10) as conn:
+            return conn.execute(named, dict(params)).fetchall()
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        return conn.execute(query, dict(params)).fetchall()
+
+
+def sql_count(dsn: str, query: str, params: Mapping[str, Any], *, where: str) -> int:
+    """The count in the first column of ``query``'s first row; a failure names ``where`` in
+    the target file to check."""
+    try:
+        rows = sql_rows(dsn, query, params)
+        return _checked_count(rows[0][0]) if rows else 0
+    except (sqlite3.Error, psycopg.Error, ValueError, IndexError) as exc:
+        raise ServiceError(f"the query failed for {dict(params)}: {exc}; check {where} in the "
+                           "target file") from exc
 
 
 class RecorderOracle:

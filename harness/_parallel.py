@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
+from harness._clock import ClockAfterRestart
 from harness._deployment import Deployment, Instance
 from harness._errors import HarnessError, ServiceError
 from harness._interrupts import StopRequest, each_as_done
@@ -102,7 +103,7 @@ class Lane(Deployment):
     def kill(self, number: int = 0) -> None:
         raise WholeTargetNeeded("kill the target")
 
-    def restart(self, number: int = 0) -> None:
+    def restart(self, number: int = 0) -> ClockAfterRestart:
         raise WholeTargetNeeded("restart the target")
 
     def wait_for_exit(self, number: int = 0, *, timeout: float = 10.0) -> bool:

@@ -24,7 +24,14 @@ from harness._errors import UsageError
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
 from harness._oracle import identities_sent, record_effects, record_total
-from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, Endpoint, Target, render_template
+from harness._target import (
+    LEASE_SLACK,
+    REAL_LEASE_LIMIT,
+    Endpoint,
+    ErrorPolicy,
+    Target,
+    render_template,
+)
 
 __all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext", "missing_capability"]
 
@@ -172,12 +179,15 @@ class ScenarioContext:
 
     def retry_until_answer(self, request: Request, *, first_attempt: int = 2,
                            process: str = "c0", instance: int = 0,
-                           policy: RetryPolicy | None = None) -> list[Event]:
-        """Retry with the same key, as a careful client does, until a final answer."""
+                           policy: RetryPolicy | None = None,
+                           errors: ErrorPolicy | None = None) -> list[Event]:
+        """Retry with the same key, as a careful client does, until a final answer (``errors``:
+        the policy of the handler fault the key met, where it has its own)."""
         self._between_steps()
         return self.client.send_until_answer(request, process=process,
                                              policy=policy or self.policy, rng=self.rng,
-                                             first_attempt=first_attempt, instance=instance)
+                                             first_attempt=first_attempt, instance=instance,
+                                             errors=errors)
 
     def _between_steps(self) -> None:
         """Before each step the scenario's own thread takes: notice a process that exited by
@@ -193,7 +203,7 @@ class ScenarioContext:
         exited = self.deployment.exited_by_themselves()
         for number, code in exited:
             self.nemesis.exited(number, code, self.scenario.name)
-            self.deployment.start_again(number)
+            self.nemesis.restarted(number, self.deployment.start_again(number))
         return [number for number, _ in exited]
 
     def send_keyless_alone(self, request: Request, *, process: str = "c0",
@@ -257,7 +267,7 @@ class ScenarioContext:
         return answers
 
     def _claimed(self, event: Event) -> bool:
-        return event.status == self.target.promises.in_progress_status
+        return self.target.promises.says_in_progress(event.status)
 
     def outwait_lease(self, request: Request, *, since: float, first_attempt: int,
                       process: str = "c0", instance: int = 0) -> list[Event]:
@@ -270,13 +280,13 @@ class ScenarioContext:
         call the key unknown rather than stuck.  Without a promised lease there is nothing to
         wait for: the ordinary budget."""
         lease = self.target.promises.lease
-        if lease is None or not self.target.lease_can_run_out:
+        if lease is None or not (self._clock_usable or lease <= REAL_LEASE_LIMIT):
             if lease is not None:
                 self.lease_not_waited(request)
             return self.retry_until_answer(request, first_attempt=first_attempt,
                                            process=process, instance=instance)
         policy = self.policy
-        if self.target.moves_clock:
+        if self._clock_usable:
             self.advance_clock(lease + 1)
         else:
             policy = policy.covering(since + lease + PAST_THE_LEASE - time.monotonic())
@@ -288,22 +298,30 @@ class ScenarioContext:
                                      attempt=(answers[-1].attempt or 1) + 1))
         return answers
 
-    def pass_lease(self, request: Request, *, since: float) -> bool:
+    def pass_lease(self, request: Request, *, since: float, running: bool = False) -> bool:
         """Let the promised lease of the claim made at ``since`` run out, for ``request``'s key:
         advance the target's clock past it (hook or libfaketime), or sleep it out in real time
-        when it is at most ``REAL_LEASE_LIMIT``.  False, with a ``lease-not-waited`` event, when
-        neither is possible."""
+        when it is at most ``REAL_LEASE_LIMIT``.  ``running``: the request that holds the claim
+        still runs, and a lease the service renews meanwhile runs out only in real time.
+        False, with a ``lease-not-waited`` event, when none of that is possible."""
         lease = self.target.promises.lease
         if lease is None:
             raise UsageError(f"target {self.target.name} promises no lease")
-        if not self.target.lease_can_run_out:
+        on_the_clock = self._clock_usable and not (running and self.target.promises.lease_renewed)
+        if not on_the_clock and lease > REAL_LEASE_LIMIT:
             self.lease_not_waited(request)
             return False
-        if self.target.moves_clock:
+        if on_the_clock:
             self.advance_clock(lease + 1)
         else:
             time.sleep(max(0.0, since + lease + PAST_THE_LEASE - time.monotonic()))
         return True
+
+    @property
+    def _clock_usable(self) -> bool:
+        """Can the harness move the target's clock and know where it stands (no restart left
+        it unknown)?"""
+        return self.target.moves_clock and self.deployment.clock_known
 
     def send_through(self, fault: Fault | str, request: Request, *, process: str = "c0",
                      attempt: int = 1, instance: int = 0) -> Event:
@@ -373,7 +391,7 @@ class ScenarioContext:
         it cannot say (False), so the next request is likely to meet a running original.  Only
         likely: the checker judges from the recorded times whether it did, never from this."""
         hook = self.target.hooks.store_size
-        if hook is None or not hook.in_progress:
+        if hook is None or not hook.reports_in_progress:
             time.sleep(0.3)  # the target cannot say: give the request time to be claimed
             return False
         deadline = time.monotonic() + timeout

@@ -15,7 +15,8 @@ def run(ctx: ScenarioContext) -> None:
     for fault in ctx.target.hooks.handler_faults:
         request = ctx.request(ctx.new_key(), label=f"handler:{fault.name}")
         ctx.send(replace(request, headers={**request.headers, fault.header: fault.value}))
-        ctx.retry_until_answer(replace(request, label="retry"), first_attempt=2)
+        ctx.retry_until_answer(replace(request, label="retry"), first_attempt=2,
+                               errors=fault.errors)
 
 
 SCENARIO = Scenario(
