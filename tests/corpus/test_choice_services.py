@@ -250,6 +250,8 @@ def test_wsgi_latin1_flaw_fingerprint_no_path_replays_a_charge_as_a_refund(
     refund = service.send("/refunds", key="k-1", body=CHARGE, headers=bearer)
     assert refund.status == 201 and refund.body == charge.body
     assert refund.marked("idempotency-replayed") and refund.body["id"].startswith("ch_")
+    # one factor: the query string is still in the fingerprint, only the path is not
+    assert service.send("/charges?x=1", key="k-1", body=CHARGE, headers=bearer).status == 422
 
 
 # --- any_keys ------------------------------------------------------------------------------

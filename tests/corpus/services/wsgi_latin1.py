@@ -12,10 +12,10 @@ key expired replaces it inside the same ``BEGIN IMMEDIATE`` transaction.  Replay
 ``Idempotency-Replayed: true``.  State lives in one SQLite file, so several processes started
 on it are one service; its clock offset lives there too.
 
-Flaws: ``fingerprint-no-path`` leaves the path out of the fingerprint (a refund with a
-charge's key and body is answered with the charge); ``expired-burst`` checks the expiry before
-the claim's transaction, so concurrent copies of an expired key each see it expired and each
-run.
+Flaws: ``fingerprint-no-path`` leaves the path (not the query string) out of the fingerprint
+(a refund with a charge's key and body is answered with the charge); ``expired-burst`` checks
+the expiry before the claim's transaction, so concurrent copies of an expired key each see it
+expired and each run.
 """
 
 from __future__ import annotations
@@ -98,7 +98,9 @@ class Service:
         if isinstance(got, Resp):
             return got
         tenant, key, body = got.tenant, got.key, got.body
-        where = "" if self.flaw == "fingerprint-no-path" else req.target
+        # FLAW fingerprint-no-path: the query string stays in the fingerprint, the path goes
+        where = req.target.removeprefix(req.path) if self.flaw == "fingerprint-no-path" else \
+            req.target
         fp = fingerprint(req.method, where, body)
         if self.flaw == "expired-burst" and self.expired(conn, tenant or "", key):
             # FLAW: an expired key is taken for an absent one, outside any transaction: the
