@@ -31,7 +31,8 @@ from scenarios import CATALOG, default_scenarios, get_scenario
 from tests.corpus.conftest import TARGETS, corpus_target
 
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
-            "query_clock", "upsert_sqlite", "stored_errors")
+            "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
+            "per_fault_errors", "redis_store", "locked_423")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 
@@ -53,6 +54,16 @@ FLAWS = (
     ("upsert_sqlite", "no-replay-header", "key-reuse", ("P3",)),
     ("stored_errors", "drop-location", "key-reuse", ("P3",)),
     ("stored_errors", "charge-before-fault", "handler-error", ("P2",)),
+    # issue 24: one factor at a time, and the flaws still unseen (items 7-13)
+    ("wsgi_latin1", "fingerprint-no-path", "key-reuse", ("P4",)),
+    ("wsgi_latin1", "expired-burst", "late-retry", ("P1",)),
+    ("any_keys", "tenant-replay", "tenant-collision", ("P8",)),
+    ("any_keys", "stuck-in-progress", "late-retry", ("P9",)),
+    ("per_fault_errors", "currency-blind", "key-reuse", ("P4",)),
+    ("redis_store", "no-ttl", "bounded-storage", ("P11",)),
+    ("redis_store", "lost-lock-empty-fingerprint", "zombie-original", ("P4",)),
+    ("locked_423", "placeholder-200", "in-flight-retry", ("P5",)),
+    ("locked_423", "cache-5xx", "handler-error", ("P3",)),
 )
 
 
@@ -73,7 +84,7 @@ def _run(name: str, flaw: str | None, scenarios: list[str] | None, report_dir: P
 
 
 def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
-    assert len(SERVICES) >= 8
+    assert len(SERVICES) >= 13
     assert {s for s, *_ in FLAWS} == set(SERVICES)
     targets = {name: corpus_target(name) for name in SERVICES}
     promises = {name: t.promises for name, t in targets.items()}
@@ -90,6 +101,15 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
     assert any(t.tenant is None for t in targets.values())
     assert any(t.hooks.clock is not None and "?seconds={seconds}" in t.hooks.clock.path
                and not t.hooks.clock.body for t in targets.values())
+    # issue 24's choices
+    assert any(t.key.charset == "any" and t.key.max_length == 0 for t in targets.values())
+    assert any(t.hooks.store_size is not None and t.hooks.store_size.sql is not None
+               for t in targets.values())
+    assert any(t.hooks.store_size is not None and t.hooks.store_size.redis is not None
+               and t.clock is not None for t in targets.values())
+    assert any(f.when == "error-answer" and f.errors == "store" and t.promises.errors == "release"
+               for t in targets.values() for f in t.hooks.handler_faults)
+    assert any(op.valid_values for t in targets.values() for op in t.keyed_operations)
 
 
 #: Correct-service runs are mostly waiting (retry backoff, leases, slowed handlers), so they
