@@ -28,6 +28,7 @@ __all__ = [
     "NotCountable",
     "RecorderOracle",
     "SqlOracle",
+    "latin1_spelling",
     "record_effects",
     "record_total",
     "sql_count",
@@ -235,6 +236,10 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     """
     try:
         counted = oracle.count(tenant, key)
+        spelled = latin1_spelling(key)
+        asked = key
+        if counted.count == 0 and spelled is not None:
+            counted, asked = oracle.count(tenant, spelled), spelled
     except NotCountable as exc:
         history.record("info", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
         return
@@ -244,7 +249,19 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     value: dict[str, Any] = {"count": counted.count}
     if counted.ids is not None:
         value["ids"] = list(counted.ids)
+    if asked != key and counted.count:
+        value["asked_as"] = asked  # the server holds the key under this spelling
     history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
+
+
+def latin1_spelling(key: str | None) -> str | None:
+    """The spelling a server that decodes header bytes as latin-1 (WSGI by PEP 3333,
+    Starlette, Node) gives a key the harness sent as UTF-8, when it differs: ``clé`` arrives
+    as ``clÃ©``.  Its effects are counted under that spelling when none are under the sent
+    one."""
+    if key is None or key.isascii():
+        return None
+    return key.encode("utf-8").decode("latin-1")
 
 
 def record_total(history: History, oracle: EffectOracle) -> None:

@@ -783,8 +783,9 @@ def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
 def _answers_during_outage(view: View, incident: _Incident,
                            options: CheckOptions) -> Iterator[Finding | Note]:
     """While its store fails a server should answer 2xx, a replay, 409 or 503.  Another 5xx
-    that charged nothing is only the wrong status (a note); one behind which a charge exists
-    means the server did not notice the failure and half-wrote."""
+    that charged nothing (every charge of its key is one a success names) is only the wrong
+    status (a note); one behind which a charge exists means the server did not notice the
+    failure and half-wrote."""
     allowed = {*options.promises.in_progress_statuses, 503, 429}
     for attempt in view.attempts:
         status = attempt.status
@@ -794,7 +795,9 @@ def _answers_during_outage(view: View, incident: _Incident,
             continue
         shown = describe_identity(attempt.identity)
         seen = view.effects.get(attempt.identity)
-        if attempt.invoke.key is not None and seen is not None and seen.count == 0:
+        named = {a.resource for a in view.by_identity[attempt.identity] if a.ok and a.resource}
+        if (attempt.invoke.key is not None and seen is not None and seen.count is not None
+                and seen.count <= len(named)):
             yield Note("P9", shown,
                        f"during {incident.what} key {shown} got {status} where 503 is expected; "
                        "nothing was charged and the key did not stick, so it is only the wrong "
@@ -808,39 +811,50 @@ def _answers_during_outage(view: View, incident: _Incident,
 
 def _stuck_past_retention(view: View, identity: Identity, attempts: list[Attempt],
                           options: CheckOptions) -> Iterator[Finding]:
-    """A key still answered "in progress" after its whole retention window (and lease), with
-    none of its requests running and the clock not moved under one: nothing will ever finish
-    it, so every retry of it is refused for good."""
+    """A key still answered "in progress" longer after the last request that could have
+    claimed it (one not itself told "in progress") than the whole retention window and the
+    lease, with no other request of it running at the time: nothing will ever finish it, so
+    every retry of it is refused for good."""
     promises = options.promises
     if promises.retention is None:
         return
-    limit = attempts[0].start + promises.retention + (promises.lease or 0.0) + LEASE_SLACK
+    window = promises.retention + (promises.lease or 0.0) + LEASE_SLACK
     for late in attempts:
-        if not promises.says_in_progress(late.status) or late.start <= limit:
+        if not promises.says_in_progress(late.status):
             continue
-        running = [a for a in attempts if a is not late
-                   and a.invoke.time < late.invoke.time < a.end_time]
-        if running:
+        others = [a for a in attempts if a is not late]
+        if any(a.invoke.time < late.end_time and late.invoke.time < a.end_time for a in others):
+            continue  # a request of the key ran meanwhile: it may hold the key
+        claims = [a for a in others if a.invoke.time < late.invoke.time
+                  and not promises.says_in_progress(a.status)]
+        if not claims or late.start - max(a.start for a in claims) <= window:
             continue
+        claimed = max(claims, key=lambda a: a.start)
         shown = describe_identity(identity)
         yield Finding("P9", shown,
                       f"key {shown} was still answered {late.status} (in progress) "
-                      f"{format_duration(late.start - attempts[0].start)} after its first "
-                      f"request, past the promised retention of "
-                      f"{format_duration(promises.retention)}, with none of its requests "
-                      "running: it is stuck for good", view.evidence(attempts))
+                      f"{format_duration(late.start - claimed.start)} after the last request "
+                      f"that could have claimed it ({claimed.describe()}), past the promised "
+                      f"retention of {format_duration(promises.retention)}, with no request of "
+                      "it running: it is stuck for good", view.evidence(attempts))
         return
 
 
 def _converged(view: View, incident: _Incident, identity: Identity,
                options: CheckOptions) -> Iterator[Finding | Note]:
+    """The key's retries after the incident, inside its retention window (a retry after it
+    is a new operation, which the contract lets execute anew), must reach a final answer,
+    not stay in progress past the lease, and leave exactly one charge behind a success."""
     promises = options.promises
-    attempts = view.by_identity[identity]
+    healed_at = view.target_time(incident.end)
+    retention = promises.retention
+    everything = view.by_identity[identity]
+    attempts = [a for a in everything
+                if retention is None or a.start <= view.target_time(incident.start) + retention]
     errors = _errors(attempts, options)
     after = [a for a in attempts if a.invoke.time > incident.end.time]
     shown = describe_identity(identity)
     evidence = view.evidence(attempts, incident.start.index, incident.end.index)
-    healed_at = view.target_time(incident.end)
     if promises.lease is not None:
         stuck = [a for a in after if promises.says_in_progress(a.status)
                  and a.start > healed_at + promises.lease + LEASE_SLACK]
@@ -852,6 +866,11 @@ def _converged(view: View, incident: _Incident, identity: Identity,
                           f"{format_duration(promises.lease)}: it is stuck for good", evidence)
             return
     finals = [a for a in after if _final(a, errors, options)]
+    if after and not finals and all(view.faults_during(a) for a in after):
+        yield Note("P9", shown,
+                   f"after {incident.what} every retry of key {shown} met a network fault "
+                   f"({_story(after, view)}): whether it converges is unknown", undecided=True)
+        return
     if after and not finals:
         last = max(a.start for a in after)
         if promises.lease is not None and last <= healed_at + promises.lease + LEASE_SLACK:
@@ -869,7 +888,8 @@ def _converged(view: View, incident: _Incident, identity: Identity,
         return
     if any(a.ok for a in attempts):
         effects = _effects(view, identity)
-        if effects.count != 1:
+        renewed = len(attempts) < len(everything)  # a later window may rightly charge anew
+        if effects.count != 1 and not (renewed and effects.count):
             yield Finding("P9", shown,
                           f"after {incident.what}, key {shown} ended with {effects.count} "
                           f"charges instead of exactly one ({_story(attempts, view)})",

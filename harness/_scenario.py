@@ -109,7 +109,9 @@ class Pending:
     def __init__(self, send: Callable[[], Event], *, timeout: float) -> None:
         self._result: list[Event] = []
         self._timeout = timeout
-        self._thread = threading.Thread(target=lambda: self._result.append(send()))
+        # A daemon: a run stopped by Ctrl-C must not wait at exit for a request in flight.
+        self._thread = threading.Thread(target=lambda: self._result.append(send()),
+                                        daemon=True)
         self._thread.start()
 
     def wait(self) -> Event:
@@ -367,7 +369,8 @@ class ScenarioContext:
             except BaseException as exc:  # surfaced below, in the scenario's thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=worker, args=(i, r)) for i, r in enumerate(requests)]
+        threads = [threading.Thread(target=worker, args=(i, r), daemon=True)
+                   for i, r in enumerate(requests)]
         for thread in threads:
             thread.start()
         for thread in threads:

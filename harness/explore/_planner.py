@@ -85,8 +85,6 @@ class _Operation:
     tenant: str
     body: Any
     reached: bool  # first sent with no fault on: the target surely saw it
-    born: int  # actions drawn before it
-    moved: float  # seconds the clock had been moved before it
 
 
 class Planner:
@@ -105,7 +103,6 @@ class Planner:
         self._actions = 0
         self._slowed: list[tuple[str, int, int]] = []  # (operation, actions before it, delay)
         self._moved = 0.0  # seconds the story moved the target's clock
-        self._last_crash = -1  # actions drawn before the last crash
         self._sketch = KeyMaker(target.key, prefix=_SKETCH_PREFIX)  # keys shaped as the story's
         self._bodies: dict[tuple[str, str], Any] = {}  # (tenant, key name) -> first body
 
@@ -162,17 +159,11 @@ class Planner:
         if plan.shape in ("plain", "longest"):
             self._keys.append((plan.name, tenant))
         if not plan.hostile:
-            self.operations.append(_Operation(op, tenant, body, not self.faults_on,
-                                              self._actions, self._moved))
+            self.operations.append(_Operation(op, tenant, body, not self.faults_on))
 
     def retryable(self) -> list[_Operation]:
-        """Operations a retry or a reuse may name: all but those a crash may have caught and
-        whose retention has run out since (P9 counts their charges without retention windows,
-        so a late retry, which the contract lets execute again, would read as a duplicate)."""
-        retention = self.target.promises.retention
-        return [o for o in self.operations
-                if not (o.born <= self._last_crash and retention is not None
-                        and self._moved - o.moved > retention)]
+        """Operations a retry or a reuse may name: every keyed one the story made."""
+        return list(self.operations)
 
     def _target_op(self, pick: int) -> _Operation:
         retryable = self.retryable()
@@ -316,7 +307,6 @@ class Planner:
         return self._drawn(Clock(seconds=seconds, why=why))
 
     def crash(self, tenant: str, point: str, body: Any) -> list[Action]:
-        self._last_crash = self._actions
         op, plan = self._plain(tenant, body)
         return self._drawn(Crash(id=op, tenant=tenant, key=plan, point=point, body=body))
 
