@@ -4,7 +4,9 @@ directly over HTTP: what makes each correct, and that each named flaw really mis
 These do not go through the harness (their target files use fields the harness may not read
 yet); they pin the services' own behaviour, so a finding the harness makes on a correct mode is
 the harness's to explain.  Each service is a real process; a crash is a real exit (the crash
-header) or a real SIGKILL.  Waits are polls on what the service answers, bounded in time.
+header) or a real SIGKILL.  Waits are polls on what the service answers, bounded in time; the
+only real waiting is for renewed_lease's 4 s lease, whose point is that it runs on real time,
+and there a correct and a flawed process are asked side by side to share the wait.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from typing import Any
 import httpx
 import pytest
 
+from harness._errors import ServiceUnavailable
+from harness._faketime import FaketimeClock
 from harness._network import free_port
 from harness._paths import project_root
+from tests.missing import missing
 
 BODY = {"amount": 1250, "currency": "usd", "customer": "cus_1"}
 
@@ -45,6 +50,8 @@ class Shape:
 
 MEMORY_CLOCK = Shape("memory_clock", "/v1/charges", "/v1/health", lambda t: {"X-Account": t},
                      effects_tenant="account", crash_header="X-Test-Crash", clock_field="seconds")
+RENEWED_LEASE = Shape("renewed_lease", "/charges", "/health",
+                      lambda t: {"Authorization": f"Bearer {t}"})
 
 
 @dataclass
@@ -240,3 +247,99 @@ def test_memory_clock_remembers_a_day_and_its_flaws_forget_sooner(
     correct.advance(86_460)
     assert correct.http.post("/admin/cleanup").json()["deleted"] >= 1
     assert correct.charge(past).status_code == 201 and len(correct.charges(past)) == 2
+
+
+# ---- renewed_lease: a 4 s lease a heartbeat renews; the wall clock moved from outside -------
+
+
+@pytest.fixture()
+def faketime(tmp_path: Path) -> Iterator[FaketimeClock]:
+    try:
+        clock = FaketimeClock(tmp_path / "clock")
+    except ServiceUnavailable as exc:
+        missing(str(exc), kind="tool")
+    yield clock
+    clock.close()
+
+
+def test_renewed_lease_answers_its_wall_clock_as_libfaketime_moves_it(
+        started: Callable[..., list[Service]], faketime: FaketimeClock) -> None:
+    (service,) = started(RENEWED_LEASE, None, env=faketime.environment({}))
+    faketime.advance(3600)
+    until(lambda: abs(float(service.http.get("/time").text) - time.time() - 3600) < 5,
+          "the service's /time to show the jump", timeout=5)
+
+
+def test_a_renewed_lease_holds_while_the_handler_runs_and_without_renewal_it_is_taken_over(
+        started: Callable[..., list[Service]], faketime: FaketimeClock) -> None:
+    """A 6 s handler under a 4 s lease; a retry 4.5 s after the claim.  Renewed, the retry gets
+    409 and there is one charge; not renewed, the retry takes the key over and both charge."""
+    correct, flawed = started(RENEWED_LEASE, None, "no-renewal", env=faketime.environment({}))
+
+    def story(service: Service) -> tuple[int, int, int]:
+        key = new_key()
+        with ThreadPoolExecutor(1) as pool:
+            original = pool.submit(service.charge, key, None, X_Test_Delay_Ms="6000")
+            service.wait_in_progress()
+            time.sleep(4.5)  # past the 4 s lease from the claim, in real time
+            retry = service.charge(key).status_code
+            first = original.result(timeout=15).status_code
+        return first, retry, len(service.charges(key))
+
+    renewed, lapsed = side_by_side(lambda: story(correct), lambda: story(flawed))
+    assert renewed == (201, 409, 1)
+    assert lapsed == (201, 201, 2)
+
+
+def test_a_dead_or_failed_claim_frees_its_key_unless_a_renewal_outlives_it(
+        started: Callable[..., list[Service]], faketime: FaketimeClock) -> None:
+    """Four processes side by side, to share the real wait for the 4 s lease: a claim killed
+    with its process runs out after the lease, and one whose handler raised is free at once;
+    a heartbeat that renews every row in progress keeps the killed one, and a renewal not
+    stopped on the error path keeps the failed one, past the lease and a beat to spare."""
+    correct, renews_all, correct_too, renews_failed = started(
+        RENEWED_LEASE, None, "renew-any-in-progress", None, "renew-after-error",
+        env=faketime.environment({}))
+    past_the_lease = 4 + 2.5  # the lease, then more than two beats
+
+    def retried(service: Service, key: str, since: float) -> tuple[list[int], float]:
+        """Retry every 0.25 s until a 201 or past the lease: the answers, and how long after
+        ``since`` the first retry went."""
+        first = time.monotonic() - since
+        answers = [service.charge(key).status_code]
+        while answers[-1] != 201 and time.monotonic() < since + past_the_lease:
+            time.sleep(0.25)
+            answers.append(service.charge(key).status_code)
+        return answers, first
+
+    def killed(service: Service) -> tuple[list[int], float, float, int]:
+        key = new_key()
+        with ThreadPoolExecutor(1) as pool:
+            original = pool.submit(service.charge, key, None, X_Test_Delay_Ms="20000")
+            service.wait_in_progress()
+            service.kill()
+            with pytest.raises(httpx.TransportError):
+                original.result(timeout=10)
+        since = time.monotonic()
+        service.start()
+        answers, first = retried(service, key, since)
+        return answers, first, time.monotonic() - since, len(service.charges(key))
+
+    def failed(service: Service) -> tuple[list[int], int]:
+        key = new_key()
+        assert service.charge(key, X_Test_Fault="raise").status_code == 500
+        return retried(service, key, time.monotonic())[0], len(service.charges(key))
+
+    ran_out, kept_alive, freed, stuck = side_by_side(
+        lambda: killed(correct), lambda: killed(renews_all),
+        lambda: failed(correct_too), lambda: failed(renews_failed))
+    answers, first, took, charged = ran_out
+    assert answers[-1] == 201 and charged == 1 and took < past_the_lease
+    # the restart did not free the claim: still held at once, unless the restart took the lease
+    # (at least 3 s left when killed: renewed within the second before) on a loaded machine
+    assert answers[0] == 409 or first >= 3
+    answers, _, took, charged = kept_alive
+    assert set(answers) == {409} and charged == 0 and took >= past_the_lease
+    assert freed == ([201], 1)
+    answers, charged = stuck
+    assert set(answers) == {409} and len(answers) > 10 and charged == 0

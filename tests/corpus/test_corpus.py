@@ -32,7 +32,8 @@ from tests.corpus.conftest import TARGETS, corpus_target
 
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
             "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
-            "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind")
+            "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
+            "renewed_lease")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 
@@ -69,6 +70,9 @@ FLAWS = (
     ("memory_clock", "retention-1h", "late-retry", ("P6", "P1")),
     ("memory_clock", "takeover-finished", "late-retry", ("P1", "P6")),
     ("memory_clock_blind", "no-takeover", "crash-mid-request", ("P9",)),
+    ("renewed_lease", "no-renewal", "in-flight-retry", ("P1", "P2")),
+    ("renewed_lease", "renew-after-error", "handler-error", ("P9",)),
+    ("renewed_lease", "renew-any-in-progress", "crash-mid-request", ("P9",)),
 )
 
 
@@ -89,7 +93,7 @@ def _run(name: str, flaw: str | None, scenarios: list[str] | None, report_dir: P
 
 
 def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
-    assert len(SERVICES) >= 15
+    assert len(SERVICES) >= 16
     assert {s for s, *_ in FLAWS} == set(SERVICES)
     targets = {name: corpus_target(name) for name in SERVICES}
     promises = {name: t.promises for name, t in targets.items()}
@@ -119,6 +123,7 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
     clocks = [t.hooks.clock for t in targets.values() if t.hooks.clock is not None]
     assert any(c.read is not None and c.read_field is not None for c in clocks)
     assert any(c.restart_resets and c.read is None for c in clocks)
+    assert any(p.lease_renewed for p in promises.values())
 
 
 #: Correct-service runs are mostly waiting (retry backoff, leases, slowed handlers), so they
