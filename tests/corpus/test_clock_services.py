@@ -1,4 +1,4 @@
-"""The corpus services whose clocks and timers differ from the reference server's, asked
+"""The three corpus services whose clocks and timers differ from the reference server's, asked
 directly over HTTP: what makes each correct, and that each named flaw really misbehaves.
 
 These do not go through the harness (their target files use fields the harness may not read
@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,9 @@ MEMORY_CLOCK = Shape("memory_clock", "/v1/charges", "/v1/health", lambda t: {"X-
                      effects_tenant="account", crash_header="X-Test-Crash", clock_field="seconds")
 RENEWED_LEASE = Shape("renewed_lease", "/charges", "/health",
                       lambda t: {"Authorization": f"Bearer {t}"})
+SWEEPING = Shape("sweeping_cleanup", "/api/charges", "/healthz",
+                 lambda t: {"Authorization": f"Bearer {t}"}, crash_header="X-Crash-At",
+                 clock_field="advance_by")
 
 
 @dataclass
@@ -343,3 +346,94 @@ def test_a_dead_or_failed_claim_frees_its_key_unless_a_renewal_outlives_it(
     assert freed == ([201], 1)
     answers, charged = stuck
     assert set(answers) == {409} and len(answers) > 10 and charged == 0
+
+
+# ---- sweeping_cleanup: a sweep that also deletes abandoned claims ---------------------------
+
+
+def test_the_sweep_deletes_a_crashed_claim_but_keeps_a_charged_one_for_its_retry(
+        started: Callable[..., list[Service]]) -> None:
+    correct, flawed = started(SWEEPING, None, "sweep-charged")
+
+    def story(service: Service) -> tuple[dict[str, int], bool, int, int]:
+        claimed, charged = new_key(), new_key()
+        service.crash(claimed, "after-claim")
+        service.crash(charged, "after-work")
+        (made,) = service.charges(charged)
+        assert service.keys() == {"rows": 2, "in_progress": 2}
+        assert service.charge(charged).status_code == 409
+        service.advance(31)
+        # the background sweep, every 2 s of real time, with no request to start it
+        until(lambda: service.keys()["rows"] < 2, "the sweep", timeout=5)
+        left = service.keys()
+        retried = service.charge(charged)
+        assert retried.status_code == 201
+        assert service.charge(claimed).status_code == 201
+        return (left, retried.json()["id"] == made, len(service.charges(charged)),
+                len(service.charges(claimed)))
+
+    kept, swept = side_by_side(lambda: story(correct), lambda: story(flawed))
+    assert kept == ({"rows": 1, "in_progress": 1}, True, 1, 1)
+    assert swept == ({"rows": 0, "in_progress": 0}, False, 2, 1)
+
+
+def charging_slowly(service: Service, pool: ThreadPoolExecutor) -> tuple[str, Future[Any]]:
+    """A charge held 1.5 s after its charge is written (the recovery point): its key and its
+    pending answer, once the charge is there.  Under sweep-running the background sweep may
+    take the claim in the 10 ms before the charge (the original then charges nothing): then
+    again with another key, a few times at most."""
+    for _ in range(3):
+        key = new_key()
+        original = pool.submit(service.charge, key, None, X_Test_Delay_Ms="1500")
+        def charged_or_done(k: str = key, o: Future[Any] = original) -> bool:
+            return bool(service.charges(k)) or o.done()
+
+        until(charged_or_done, "the original's charge")
+        if service.charges(key):
+            return key, original
+    raise AssertionError("the original never charged: its claim was always swept first")
+
+
+def test_a_retry_while_the_original_runs_waits_unless_the_sweep_deletes_running_rows(
+        started: Callable[..., list[Service]]) -> None:
+    correct, flawed = started(SWEEPING, None, "sweep-running")
+
+    def story(service: Service) -> tuple[int, int, int, int]:
+        with ThreadPoolExecutor(1) as pool:
+            key, original = charging_slowly(service, pool)
+            retry = service.charge(key).status_code
+            first = original.result(timeout=10).status_code
+        return first, retry, service.charge(key).status_code, len(service.charges(key))
+
+    waited, swept = side_by_side(lambda: story(correct), lambda: story(flawed))
+    assert waited == (201, 409, 201, 1)
+    assert swept == (201, 201, 201, 2)
+
+
+def test_a_takeover_after_a_clock_jump_finishes_the_charge_it_found(
+        started: Callable[..., list[Service]]) -> None:
+    (service,) = started(SWEEPING, None)
+    with ThreadPoolExecutor(1) as pool:
+        key, original = charging_slowly(service, pool)
+        service.advance(31)
+        takeover = service.charge(key)
+        late = original.result(timeout=10)
+    assert takeover.status_code == late.status_code == 201
+    assert takeover.headers["Idempotent-Replayed"] == "true"  # the charge it found, repeated
+    assert "Idempotent-Replayed" not in late.headers
+    assert service.charges(key) == [late.json()["id"]] == [takeover.json()["id"]]
+
+
+def test_expired_keys_are_swept_unless_there_is_no_cleanup(
+        started: Callable[..., list[Service]]) -> None:
+    correct, flawed = started(SWEEPING, None, "no-cleanup")
+    for service in (correct, flawed):
+        keys = [new_key() for _ in range(3)]
+        for key in keys:
+            assert service.charge(key).status_code == 201
+        service.advance(24 * 3600 + 60)
+        swept = service.http.post("/admin/cleanup").json()["deleted"]
+        assert swept == (3 if service is correct else 0)
+        assert service.keys()["rows"] == (0 if service is correct else 3)
+        again = service.charge(keys[0])  # forgotten either way: a new charge
+        assert again.status_code == 201 and len(service.charges(keys[0])) == 2

@@ -33,7 +33,7 @@ from tests.corpus.conftest import TARGETS, corpus_target
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
             "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
             "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
-            "renewed_lease")
+            "renewed_lease", "sweeping_cleanup")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 
@@ -73,6 +73,9 @@ FLAWS = (
     ("renewed_lease", "no-renewal", "in-flight-retry", ("P1", "P2")),
     ("renewed_lease", "renew-after-error", "handler-error", ("P9",)),
     ("renewed_lease", "renew-any-in-progress", "crash-mid-request", ("P9",)),
+    ("sweeping_cleanup", "sweep-running", "in-flight-retry", ("P1", "P2")),
+    ("sweeping_cleanup", "sweep-charged", "crash-mid-request", ("P1", "P9")),
+    ("sweeping_cleanup", "no-cleanup", "bounded-storage", ("P11",)),
 )
 
 
@@ -93,7 +96,7 @@ def _run(name: str, flaw: str | None, scenarios: list[str] | None, report_dir: P
 
 
 def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
-    assert len(SERVICES) >= 16
+    assert len(SERVICES) >= 17
     assert {s for s, *_ in FLAWS} == set(SERVICES)
     targets = {name: corpus_target(name) for name in SERVICES}
     promises = {name: t.promises for name, t in targets.items()}
