@@ -32,7 +32,8 @@ from tests.corpus.conftest import TARGETS, corpus_target
 
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
             "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
-            "per_fault_errors", "redis_store", "locked_423")
+            "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
+            "renewed_lease", "sweeping_cleanup")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 
@@ -64,6 +65,17 @@ FLAWS = (
     ("redis_store", "lost-lock-empty-fingerprint", "zombie-original", ("P4",)),
     ("locked_423", "placeholder-200", "in-flight-retry", ("P5",)),
     ("locked_423", "cache-5xx", "handler-error", ("P3",)),
+    # issue 23: clocks and timers that differ from the reference server's
+    ("memory_clock", "no-takeover", "crash-mid-request", ("P9",)),
+    ("memory_clock", "retention-1h", "late-retry", ("P6", "P1")),
+    ("memory_clock", "takeover-finished", "late-retry", ("P1", "P6")),
+    ("memory_clock_blind", "no-takeover", "crash-mid-request", ("P9",)),
+    ("renewed_lease", "no-renewal", "in-flight-retry", ("P1", "P2")),
+    ("renewed_lease", "renew-after-error", "handler-error", ("P9",)),
+    ("renewed_lease", "renew-any-in-progress", "crash-mid-request", ("P9",)),
+    ("sweeping_cleanup", "sweep-running", "in-flight-retry", ("P1", "P2")),
+    ("sweeping_cleanup", "sweep-charged", "crash-mid-request", ("P1", "P9")),
+    ("sweeping_cleanup", "no-cleanup", "bounded-storage", ("P11",)),
 )
 
 
@@ -84,7 +96,7 @@ def _run(name: str, flaw: str | None, scenarios: list[str] | None, report_dir: P
 
 
 def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
-    assert len(SERVICES) >= 13
+    assert len(SERVICES) >= 17
     assert {s for s, *_ in FLAWS} == set(SERVICES)
     targets = {name: corpus_target(name) for name in SERVICES}
     promises = {name: t.promises for name, t in targets.items()}
@@ -110,6 +122,11 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
     assert any(f.when == "error-answer" and f.errors == "store" and t.promises.errors == "release"
                for t in targets.values() for f in t.hooks.handler_faults)
     assert any(op.valid_values for t in targets.values() for op in t.keyed_operations)
+    # issue 23's clocks
+    clocks = [t.hooks.clock for t in targets.values() if t.hooks.clock is not None]
+    assert any(c.read is not None and c.read_field is not None for c in clocks)
+    assert any(c.restart_resets and c.read is None for c in clocks)
+    assert any(p.lease_renewed for p in promises.values())
 
 
 #: Correct-service runs are mostly waiting (retry backoff, leases, slowed handlers), so they
