@@ -132,12 +132,14 @@ class RespConnection:
                     if end is None:
                         break
                     words = command_words(bytes(self._client[:end]))
-                else:  # an inline command, as telnet sends it
+                elif chr(self._client[0]).isalpha():  # an inline command, as telnet sends it
                     end = self._client.find(b"\n")
                     if end < 0:
                         break
                     end += 1
                     words = bytes(self._client[:end]).split()
+                else:
+                    raise ProtocolError(f"a command starting with {bytes(self._client[:1])!r}")
                 del self._client[:end]
                 if words:
                     self._command(words)
@@ -202,7 +204,7 @@ class RespConnection:
         command = self._waiting.popleft()
         if kind in (ord("-"), ord("!")) or command.in_multi:
             return None  # refused, or only queued: EXEC will say
-        if command.queued is not None and kind != ord("*"):
+        if command.queued is not None and (kind != ord("*") or buffer[start + 1] == ord("-")):
             return None  # an EXEC aborted by WATCH (a null) or refused
         writes = command.writes()
         if not writes:
