@@ -31,7 +31,7 @@ from scenarios import CATALOG, default_scenarios, get_scenario
 from tests.corpus.conftest import TARGETS, corpus_target
 
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
-            "query_clock", "upsert_sqlite", "stored_errors")
+            "query_clock", "upsert_sqlite", "stored_errors", "redis_ledger")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 
@@ -53,6 +53,7 @@ FLAWS = (
     ("upsert_sqlite", "no-replay-header", "key-reuse", ("P3",)),
     ("stored_errors", "drop-location", "key-reuse", ("P3",)),
     ("stored_errors", "charge-before-fault", "handler-error", ("P2",)),
+    ("redis_ledger", "two-step-response", "cut-after-commit", ("P1", "P9")),
 )
 
 
@@ -88,6 +89,8 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
                and t.effects.keyless.how == "total" for t in targets.values())  # type: ignore[union-attr]
     assert any(not t.shares_state for t in targets.values())
     assert any(t.tenant is None for t in targets.values())
+    assert any(t.store_proxy is not None and t.store_proxy.protocol == "redis"
+               for t in targets.values())
     assert any(t.hooks.clock is not None and "?seconds={seconds}" in t.hooks.clock.path
                and not t.hooks.clock.body for t in targets.values())
 
