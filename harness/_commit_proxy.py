@@ -10,7 +10,8 @@ commit until it has decided what they are.
 A request's writes are found two ways (``Watch``): a write whose statement or command carries
 the watched key (in its text or parameters) is that request's; a write that carries no watched
 key is the request's when it is the only one watched (a time window: the scenario keeps one
-request of the key in flight).  When a watch asks for it, the proxy strikes after the Nth of
+request of the key in flight) and carries no key watched before (a late write of an earlier
+request).  When a watch asks for it, the proxy strikes after the Nth of
 its request's writes, on that write's acknowledgement: it drops the acknowledgement and cuts
 the connection, holds it for a time, or has the target killed first.  It runs an event loop
 of its own in a daemon thread; the callbacks a watch carries run in that thread.
@@ -23,6 +24,7 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -124,6 +126,8 @@ class CommitProxy:
                                         daemon=True)
         self._server: asyncio.Server | None = None
         self._watches: list[Watch] = []
+        #: Keys watched before (the latest ones): their writes are nobody's now.
+        self._watched_before: deque[str] = deque(maxlen=256)
         self._changed = threading.Condition()
         self._connections = 0
         self._pairs: set[_Pair] = set()
@@ -187,6 +191,7 @@ class CommitProxy:
         finally:
             with self._changed:
                 self._watches.remove(watch)
+                self._watched_before.append(key)
 
     def settle(self, watch: Watch, *, quiet: float = QUIET, limit: float = 5.0) -> None:
         """Return once no write has reached the store for ``quiet`` seconds and a held
@@ -210,8 +215,10 @@ class CommitProxy:
             self.last_write = now
             owners = [w for w in self._watches if committed.mentions(w.key)]
             matched: Literal["key", "window"] = "key"
-            if not owners and len(self._watches) == 1:
-                owners, matched = self._watches, "window"
+            if not owners and len(self._watches) == 1 and not any(
+                    committed.mentions(key) for key in self._watched_before):
+                owners, matched = self._watches, "window"  # a late write of an earlier
+                # request (one that names its key) is never taken for the one watched now
             result = None
             if len(owners) == 1:
                 watch = owners[0]

@@ -287,3 +287,16 @@ def test_resp_values_are_framed_whole_or_not_at_all() -> None:
     assert [s.committed for s in segments] == [None]  # a push answers no command
     (last,) = connection.from_server(reply[2:])
     assert last.data == reply and last.committed is not None and last.committed.kinds == ("DEL",)
+
+
+def test_a_late_write_of_an_earlier_request_is_not_the_one_watched_now(
+        redis_proxy: CommitProxy) -> None:
+    client = _client(redis_proxy)
+    with redis_proxy.watching("rk-early", None, Heard()) as early:
+        client.set("rk-early", 1)
+        redis_proxy.settle(early)
+    with redis_proxy.watching("rk-now", None, Heard()) as now:
+        client.set("rk-early", 2)  # the earlier request's response, stored late
+        client.set("nobody", 1)    # no key at all: the window's
+        redis_proxy.settle(now)
+    assert [(w.kinds, w.matched) for w in now.writes] == [(("SET",), "window")]
