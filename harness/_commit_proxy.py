@@ -210,9 +210,11 @@ class CommitProxy:
 
     def _claim(self, committed: Committed, connection: int) -> tuple[Watch, WriteSeen] | None:
         """The watch a committed write belongs to, and the write as that watch counts it."""
+        now = time.monotonic()
+        self.last_write = now
+        if not self._watches:  # the common case, a run's ordinary traffic: no lock taken
+            return None
         with self._changed:
-            now = time.monotonic()
-            self.last_write = now
             owners = [w for w in self._watches if committed.mentions(w.key)]
             matched: Literal["key", "window"] = "key"
             if not owners and len(self._watches) == 1 and not any(

@@ -34,6 +34,14 @@ SSL_REQUEST = 80877103
 GSS_REQUEST = 80877104
 CANCEL_REQUEST = 80877102
 PROTOCOL_3 = 196608
+_LENGTH = struct.Struct("!i")
+_QUERY, _PARSE, _BIND, _EXECUTE, _SYNC = b"QPBES"
+#: The client's messages that say what runs; the rest pass unread.
+_READ_FROM_CLIENT = frozenset((_QUERY, _PARSE, _BIND, _EXECUTE, _SYNC))
+_COMPLETE, _EMPTY, _SUSPENDED, _ERROR, _READY = b"CIsEZ"
+#: A statement's end (complete, empty, suspended at a row limit).
+_COMPLETIONS = frozenset((_COMPLETE, _EMPTY, _SUSPENDED))
+_READ_FROM_SERVER = frozenset((*_COMPLETIONS, _ERROR, _READY))
 #: Tags whose first word says the statement changed rows.
 _WRITE_TAGS = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE"})
 _NOISE = re.compile(
@@ -131,7 +139,7 @@ class PgConnection:
     def __init__(self) -> None:
         self._startup = True
         self._client = bytearray()
-        self._server = bytearray()
+        self._server = b""
         self._prepared: dict[bytes, str] = {}
         self._portals: dict[bytes, tuple[str, bytes]] = {}
         self._open = _Batch()
@@ -145,69 +153,79 @@ class PgConnection:
     # ---- the client's side --------------------------------------------------------------
 
     def from_client(self, data: bytes) -> tuple[bytes, bytes]:
-        """``(bytes to forward to the server, bytes to answer the client with)``."""
+        """``(bytes to forward to the server, bytes to answer the client with)``.  Past the
+        startup packet the client's bytes pass exactly as they came; only the messages that say
+        what runs are read."""
         if self.unreadable is not None:
             return data, b""
+        if self._startup:
+            return self._startup_packets(data)
+        buffer = bytes(self._client) + data if self._client else data
+        position, end = 0, len(buffer)
+        while end - position >= 5:
+            (length,) = _LENGTH.unpack_from(buffer, position + 1)
+            if length < 4:
+                self.unreadable = f"a message {buffer[position:position + 1]!r} of length {length}"
+                break
+            stop = position + 1 + length
+            if stop > end:
+                break
+            kind = buffer[position]
+            if kind in _READ_FROM_CLIENT:
+                self._client_message(kind, buffer[position + 5:stop])
+            position = stop
+        self._client = bytearray(buffer[position:] if self.unreadable is None else b"")
+        return data, b""
+
+    def _startup_packets(self, data: bytes) -> tuple[bytes, bytes]:
+        """The untyped packets before protocol 3.0 starts: encryption requests are answered
+        here, the startup message is passed on."""
         self._client += data
         forward, answer = bytearray(), bytearray()
-        while True:
-            if self._startup:
-                if len(self._client) < 8:
-                    break
-                length, code = struct.unpack_from("!ii", self._client)
-                if length < 8 or len(self._client) < length:
-                    if length < 8:
-                        return self._give_up("a startup packet shorter than 8 bytes", forward)
-                    break
-                packet = bytes(self._client[:length])
-                del self._client[:length]
-                if code in (SSL_REQUEST, GSS_REQUEST):
-                    answer += b"N"  # no encryption: the link stays readable
-                    continue
-                forward += packet
-                if code == CANCEL_REQUEST:
-                    self.unreadable = "a cancel request"  # one packet, then the server closes
-                    return bytes(forward + self._client), bytes(answer)
-                if code != PROTOCOL_3:
-                    return self._give_up(f"startup code {code} is not protocol 3.0", forward)
-                self._startup = False
+        while self._startup and len(self._client) >= 8:
+            length, code = struct.unpack_from("!ii", self._client)
+            if length < 8:
+                return self._give_up("a startup packet shorter than 8 bytes", forward)
+            if len(self._client) < length:
+                break
+            packet = bytes(self._client[:length])
+            del self._client[:length]
+            if code in (SSL_REQUEST, GSS_REQUEST):
+                answer += b"N"  # no encryption: the link stays readable
                 continue
-            if len(self._client) < 5:
-                break
-            kind = bytes(self._client[0:1])
-            (length,) = struct.unpack_from("!i", self._client, 1)
-            if length < 4:
-                return self._give_up(f"a {kind!r} message of length {length}", forward)
-            if len(self._client) < 1 + length:
-                break
-            body = bytes(self._client[5:1 + length])
-            forward += self._client[:1 + length]
-            del self._client[:1 + length]
-            self._client_message(kind, body)
+            forward += packet
+            if code == CANCEL_REQUEST:
+                return self._give_up("a cancel request", forward)  # one packet, then closed
+            if code != PROTOCOL_3:
+                return self._give_up(f"startup code {code} is not protocol 3.0", forward)
+            self._startup = False
+        if not self._startup and self._client:  # typed messages right behind the startup
+            rest, self._client = bytes(self._client), bytearray()
+            forward += self.from_client(rest)[0]
         return bytes(forward), bytes(answer)
 
     def _give_up(self, why: str, forward: bytearray) -> tuple[bytes, bytes]:
         self.unreadable = why
         return bytes(forward + self._client), b""
 
-    def _client_message(self, kind: bytes, body: bytes) -> None:
-        if kind == b"Q":
+    def _client_message(self, kind: int, body: bytes) -> None:
+        if kind == _QUERY:
             sql = _cstring(body)
             batch = _Batch([_statement(s, s.encode()) for s in split_statements(sql)] or
                            [_statement("", b"")])
             batch.held = batch.may_commit() or self._in_transaction
             self._pending.append(batch)
-        elif kind == b"P":
+        elif kind == _PARSE:
             name, rest = body.split(b"\0", 1)
             self._prepared[name] = _cstring(rest)
-        elif kind == b"B":
+        elif kind == _BIND:
             portal, rest = body.split(b"\0", 1)
             statement = rest.split(b"\0", 1)[0]
             self._portals[portal] = (self._prepared.get(statement, ""), body)
-        elif kind == b"E":
+        elif kind == _EXECUTE:
             sql, bound = self._portals.get(body.split(b"\0", 1)[0], ("", b""))
             self._open.statements.append(_statement(sql, sql.encode() + b"\0" + bound))
-        elif kind == b"S":
+        elif kind == _SYNC:
             self._open.held = self._open.may_commit() or self._in_transaction
             self._pending.append(self._open)
             self._open = _Batch()
@@ -215,52 +233,53 @@ class PgConnection:
     # ---- the server's side --------------------------------------------------------------
 
     def from_server(self, data: bytes) -> list[Segment]:
-        """The server's bytes cut where a write's acknowledgement ends, in order."""
+        """The server's bytes cut where a write's acknowledgement ends, in order: whole
+        messages only (a message's tail still to come waits for it)."""
         if self.unreadable is not None:
             return [Segment(data)]
-        self._server += data
+        buffer = self._server + data if self._server else data
         segments: list[Segment] = []
-        passing = bytearray()
-        while len(self._server) >= 5:
-            kind = bytes(self._server[0:1])
-            (length,) = struct.unpack_from("!i", self._server, 1)
+        position, start, end = 0, 0, len(buffer)  # start: the first byte not yet handed on
+        while end - position >= 5:
+            (length,) = _LENGTH.unpack_from(buffer, position + 1)
+            stop = position + 1 + length
             if length < 4:
-                self.unreadable = f"a server message {kind!r} of length {length}"
-                segments.append(Segment(bytes(passing + self._held + self._server)))
+                self.unreadable = f"a server message of length {length}"
+                segments.append(Segment(bytes(self._held) + buffer[start:]))
                 self._held.clear()
-                self._server.clear()
+                self._server = b""
                 return segments
-            if len(self._server) < 1 + length:
+            if stop > end:
                 break
-            message = bytes(self._server[:1 + length])
-            del self._server[:1 + length]
+            kind = buffer[position]
             batch = self._pending[0] if self._pending else self._open
             if batch.held:
-                self._held += message
-            else:
-                passing += message
-            self._server_message(kind, message[5:], batch)
-            if kind != b"Z":
+                if start < position:
+                    segments.append(Segment(buffer[start:position]))
+                self._held += buffer[position:stop]
+                start = stop
+            if kind in _READ_FROM_SERVER:
+                self._server_message(kind, buffer[position + 5:stop], batch)
+            position = stop
+            if kind != _READY:
                 continue
             if batch.held:  # the batch's whole answer, up to its ReadyForQuery
-                if passing:
-                    segments.append(Segment(bytes(passing)))
-                    passing.clear()
                 segments.append(Segment(bytes(self._held), batch.committed))
                 self._held.clear()
             elif batch.committed is not None:  # a write its text did not show: seen late
-                segments.append(Segment(bytes(passing), batch.committed))
-                passing.clear()
-        if passing:
-            segments.append(Segment(bytes(passing)))
+                segments.append(Segment(buffer[start:stop], batch.committed))
+                start = stop
+        if start < position:
+            segments.append(Segment(buffer[start:position]))
+        self._server = buffer[position:]
         return segments
 
-    def _server_message(self, kind: bytes, body: bytes, batch: _Batch) -> None:
-        if kind in (b"C", b"I", b"s"):
+    def _server_message(self, kind: int, body: bytes, batch: _Batch) -> None:
+        if kind in _COMPLETIONS:
             statement = (batch.statements[batch.answered]
                          if batch.answered < len(batch.statements) else None)
             batch.answered += 1
-            tag = _cstring(body).split(None, 1)[0].upper() if kind == b"C" and body else ""
+            tag = _cstring(body).split(None, 1)[0].upper() if kind == _COMPLETE and body else ""
             kinds = statement.kinds if statement else ()
             if not kinds and tag in _WRITE_TAGS:
                 kinds = (tag,)
@@ -272,9 +291,9 @@ class PgConnection:
             if tag == "ROLLBACK" and (statement is None or statement.ends == "rollback"
                                       or statement.ends == "commit"):
                 self._uncommitted.clear()
-        elif kind == b"E":
+        elif kind == _ERROR:
             batch.failed = True
-        elif kind == b"Z":
+        elif kind == _READY:
             if self._pending and batch is self._pending[0]:
                 self._pending.popleft()
             status = body[:1]
