@@ -14,7 +14,9 @@ error.  Its acknowledgement is every server message answering the statements of 
 to and including its ``ReadyForQuery``: the proxy holds those back until it has decided, so a
 fault can keep the whole acknowledgement from the target.  A statement writes when its
 ``CommandComplete`` tag says so (``INSERT``, ``UPDATE``, ``DELETE``, ``MERGE``, ``COPY ...
-FROM``) or its text does (a ``WITH`` query that inserts answers ``SELECT n``).  An
+FROM``) or its text does (a ``WITH`` query that inserts answers ``SELECT n``), unless its tag
+says it changed no row (``INSERT 0 0``, ``UPDATE 0``: an ``ON CONFLICT DO NOTHING`` that found
+the key).  An
 ``SSLRequest`` or ``GSSENCRequest`` is answered ``N`` by the proxy itself, so the link stays
 in plain text.  What it cannot see: writes inside functions a ``SELECT`` calls, and a savepoint
 rolled back after its writes (the commit still counts as one write).
@@ -283,6 +285,8 @@ class PgConnection:
             kinds = statement.kinds if statement else ()
             if not kinds and tag in _WRITE_TAGS:
                 kinds = (tag,)
+            if tag in _WRITE_TAGS and _cstring(body).rsplit(None, 1)[-1] == "0":
+                kinds = ()  # INSERT 0 0, UPDATE 0: it changed no row
             if kinds:
                 self._uncommitted.append(Statement(kinds, None, statement.blob if statement
                                                    else b""))

@@ -9,11 +9,13 @@ value it annotates; a push ``>`` answers no command).
 
 Commands are matched to replies in order, pipelines included.  A *write* is a write command
 (``SET``, ``SETNX``, ``HSET``, ``DEL``, ... :data:`WRITE_COMMANDS`) answered with anything but
-an error, a script (``EVAL``, ``EVALSHA``, ``FCALL``, which may write: the proxy cannot tell)
-answered without an error, or an ``EXEC`` answered with an array (not a null: a ``WATCH`` that
-aborted it) whose ``MULTI`` queued at least one write; commands queued inside ``MULTI`` are
-acknowledged only by ``EXEC``.  A connection that subscribes, monitors or turns replies off is
-no longer followed (its replies stop matching its commands one to one).
+an error or a reply saying it changed nothing (a null: ``SET ... NX`` that found the key; 0 from
+``SETNX``, ``DEL``, ``EXPIRE`` and their kind), a script (``EVAL``, ``EVALSHA``, ``FCALL``,
+which may write: the proxy cannot tell) answered without an error, or an ``EXEC`` answered
+with an array (not a null: a ``WATCH`` that aborted it) whose ``MULTI`` queued at least one
+write; commands queued inside ``MULTI`` are acknowledged only by ``EXEC``.  A connection that
+subscribes, monitors or turns replies off is no longer followed (its replies stop matching its
+commands one to one).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ BITOP BITFIELD SORT FLUSHDB FLUSHALL SWAPDB JSON.SET JSON.DEL JSON.MERGE
 """
 WRITE_COMMANDS = frozenset(_WRITES.split())
 SCRIPTS = frozenset({"EVAL", "EVALSHA", "FCALL"})
+#: Write commands whose integer reply 0 says they changed nothing (a SETNX that found the key,
+#: a DEL of nothing); a null reply says so for every command (SET ... NX that did not set).
+_ZEROS = """
+SETNX HSETNX MSETNX RENAMENX DEL UNLINK EXPIRE PEXPIRE EXPIREAT PEXPIREAT PERSIST HDEL SREM ZREM
+LREM COPY MOVE SMOVE
+"""
+_ZERO_IS_NOTHING = frozenset(_ZEROS.split())
 #: Commands after which replies no longer answer commands one to one.
 _UNFOLLOWED = frozenset({"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "MONITOR", "SYNC", "PSYNC"})
 _LINE = frozenset(b"+-:_,#(")
@@ -207,12 +216,19 @@ class RespConnection:
         if command.queued is not None and (kind != ord("*") or buffer[start + 1] == ord("-")):
             return None  # an EXEC aborted by WATCH (a null) or refused
         writes = command.writes()
-        if not writes:
+        if not writes or _changed_nothing(command.name, buffer, start, kind):
             return None
         how = "EXEC" if command.queued is not None else (
             "script" if command.name in SCRIPTS else "command")
         blob = b"\0".join(c.blob for c in command.queued) if command.queued else command.blob
         return Committed(tuple(dict.fromkeys(writes)), how, blob)
+
+
+def _changed_nothing(name: str, buffer: bytearray, start: int, kind: int) -> bool:
+    """Does the reply say the command left the store as it was?"""
+    if kind == ord("_") or (kind in (ord("$"), ord("*")) and buffer[start + 1] == ord("-")):
+        return True
+    return kind == ord(":") and name in _ZERO_IS_NOTHING and buffer[start + 1:start + 2] == b"0"
 
 
 def _after_attribute(buffer: bytearray, start: int) -> int:

@@ -75,6 +75,7 @@ def test_each_committed_transaction_with_a_write_is_one_write(
             conn.execute("DELETE FROM t WHERE k = 'other-b'")
             conn.execute("INSERT INTO t VALUES (%s, 1)", ("pg-1",))      # the COMMIT: ROLLBACK
         conn.execute("INSERT INTO t VALUES ('other-d', 1); DELETE FROM t WHERE k = 'other-d'")
+        conn.execute("INSERT INTO t VALUES (%s, 9) ON CONFLICT DO NOTHING", ("pg-1",))  # 0 rows
         proxy.settle(watch)
     assert [(w.kinds, w.how, w.matched) for w in watch.writes] == [
         (("INSERT",), "autocommit", "key"),
@@ -204,7 +205,8 @@ def test_redis_writes_transactions_scripts_and_pipelines(redis_proxy: CommitProx
     with redis_proxy.watching(key, None, Heard()) as watch:
         client.set(key, "v")
         client.get(key)                                     # a read
-        client.setnx(key, 1)
+        client.setnx(key, 1)                               # found the key: changed nothing
+        client.set(key, "w", nx=True)                      # a null: changed nothing
         client.hset(f"hash-{protocol}", "field", 1)         # no key in it: the window's
         with client.pipeline(transaction=True) as pipe:    # MULTI/EXEC: one write
             pipe.set(key, 2).incr(f"n-{key}").get(key).execute()
@@ -218,7 +220,6 @@ def test_redis_writes_transactions_scripts_and_pipelines(redis_proxy: CommitProx
         redis_proxy.settle(watch)
     assert [(w.kinds, w.how, w.matched) for w in watch.writes] == [
         (("SET",), "command", "key"),
-        (("SETNX",), "command", "key"),
         (("HSET",), "command", "window"),
         (("SET", "INCRBY"), "EXEC", "key"),
         (("DEL",), "command", "key"),
