@@ -126,3 +126,18 @@ def test_the_redis_corpus_service_is_judged_on_its_writes(
     assert outcome.verdict == "pass", (outcome.reason, outcome.findings)
     kinds = [e.value["kinds"] for e in outcome.events if e.f == "store-write"][:2]
     assert kinds == [["EVALSHA"], ["RPUSH", "HSET"]]  # the claim, then one MULTI/EXEC
+
+
+def test_a_reproduction_says_which_write_the_cut_followed() -> None:
+    from harness._history import History
+    from harness._reproduce import _nemesis_lines
+
+    history = History()
+    cut = history.record("info", "fault", "nemesis", key="k", value={
+        "fault": "cut-after-write", "where": "store", "after_write": 2, "write": 2,
+        "kinds": ["INSERT"], "commit": "autocommit"})
+    target = load_target("reference")
+    (line,) = _nemesis_lines(cut, target)
+    assert "write 2 (INSERT) committed" in line and "network fault" not in line
+    healed = history.record("info", "heal", "nemesis", key="k", value=dict(cut.value))
+    assert _nemesis_lines(healed, target) == []
