@@ -140,6 +140,8 @@ class View:
         self.restarts = [e for e in self.events if e.f == "restart"]
         self.nemesis = [e for e in self.events if e.f in ("crash", "restart", "clock")]
         self.jumps = [e for e in self.events if e.f == "clock"]
+        #: The writes the store proxy saw a watched request commit (``store-write``).
+        self.store_writes = [e for e in self.events if e.f == "store-write"]
         self.fault_windows = self._fault_windows()
         self.store_sizes = [e for e in self.events if e.f == "store-size" and e.type == "ok"]
         self.has_clock_advance = bool(self._clock_times)
@@ -249,8 +251,11 @@ class View:
         ]
 
     def evidence(self, attempts: Sequence[Attempt], *extra: int) -> tuple[int, ...]:
-        """The attempts' events, the faults that acted while they ran, and ``extra`` indices."""
+        """The attempts' events, the faults that acted while they ran, the store writes of
+        their keys, and ``extra`` indices."""
         indices: set[int] = set(extra)
+        identities = {attempt.identity for attempt in attempts}
+        indices.update(e.index for e in self.store_writes if e.identity in identities)
         times: list[float] = []
         for attempt in attempts:
             indices.update(attempt.indices)

@@ -32,6 +32,7 @@ from harness._clock import (
     confirm_jump,
     target_time,
 )
+from harness._commit_proxy import CommitProxy
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._faketime import FaketimeClock
 from harness._network import free_port, require_loopback
@@ -107,6 +108,9 @@ class Deployment:
         self.run_id = uuid.uuid4().hex[:8]
         self.instances: list[Instance] = []
         self.store_proxy: ToxiproxyProxy | None = None
+        #: The proxy that reads the store's protocol, behind Toxiproxy's store proxy, when
+        #: ``[store_proxy] protocol`` names one.
+        self.commit_proxy: CommitProxy | None = None
         self.recorder: Recorder | None = None
         self.oracle: EffectOracle | None = None
         self._wanted = instances
@@ -147,6 +151,11 @@ class Deployment:
             if store.picks_port:  # the target starts its database on the port chosen here
                 values["store_port"] = free_port()
                 upstream = str(render_template(upstream, values))
+            if store.reads_writes:  # target -> Toxiproxy -> the protocol's proxy -> store
+                assert store.protocol != "tcp"
+                require_loopback(upstream, allow_remote=self.allow_remote)
+                self.commit_proxy = CommitProxy(upstream, store.protocol).start()
+                upstream = self.commit_proxy.listen
             self.store_proxy = self.toxiproxy.client.create_proxy(
                 f"idem-{self.run_id}-store", upstream)
             values["store_proxy"] = self.store_proxy.listen
@@ -278,6 +287,9 @@ class Deployment:
             with suppress(ServiceError):
                 self.store_proxy.delete()
             self.store_proxy = None
+        if self.commit_proxy is not None:
+            self.commit_proxy.close()
+            self.commit_proxy = None
         if self.oracle is not None:
             self.oracle.close()
             self.oracle = None
@@ -360,6 +372,10 @@ class Deployment:
         for instance in self.instances:
             if instance.process is not None and not instance.process.running():
                 self._start_again(instance.process)
+
+    def check_restartable(self, number: int = 0) -> None:
+        """Refuse now, with the fix, what ``kill`` and ``restart`` of ``number`` would refuse."""
+        self._managed(number)
 
     def _managed(self, number: int) -> ManagedProcess:
         process = self.instances[number].process

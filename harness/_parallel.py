@@ -77,6 +77,7 @@ class Lane(Deployment):
     def __init__(self, whole: Deployment, name: str) -> None:  # a view: no Deployment start
         self.__dict__.update(whole.__dict__)
         self.store_proxy = None
+        self.commit_proxy = None
         self.instances = []
         try:
             for instance in whole.instances:

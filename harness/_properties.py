@@ -768,6 +768,7 @@ def _incidents(view: View) -> list[_Incident]:
 @prop("P9", "crash safety: after a crash or a store outage, retries converge to one effect and "
             "no key is stuck")
 def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
+    yield from _faults_that_missed(view)
     incidents = _incidents(view)
     for incident in incidents:
         if incident.start is not incident.end:
@@ -778,6 +779,19 @@ def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     for identity, attempts in view.keyed():
         if identity not in touched:
             yield from _stuck_past_retention(view, identity, attempts, options)
+
+
+def _faults_that_missed(view: View) -> Iterator[Note]:
+    """A fault planned after a store write that never struck (the request made fewer writes):
+    what the scenario meant to test did not happen, so nothing it saw may pass."""
+    for missed in (e for e in view.events if e.f == "store-fault-missed"):
+        shown = describe_identity((missed.tenant, missed.key))
+        value = missed.value
+        yield Note("P9", shown,
+                   f"the {value.get('fault')} planned right after write "
+                   f"{value.get('after_write')} of key {shown} never struck: the store saw "
+                   f"{value.get('writes')} write(s) from it this time, so whether the key "
+                   "survives that fault is unknown", undecided=True)
 
 
 def _answers_during_outage(view: View, incident: _Incident,

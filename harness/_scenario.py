@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness._client import RecordingClient, Request, RetryPolicy, is_final
+from harness._commit_proxy import AfterWrite, Watch
 from harness._deployment import Deployment
-from harness._errors import UsageError
+from harness._errors import HarnessError, UsageError
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
 from harness._oracle import identities_sent, record_effects, record_total
@@ -33,7 +34,8 @@ from harness._target import (
     render_template,
 )
 
-__all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext", "missing_capability"]
+__all__ = ["CAPABILITY_HINTS", "NotApplicable", "Pending", "Scenario", "ScenarioContext",
+           "missing_capability"]
 
 #: Seconds past the lease before the harness counts it as run out on the target's side: past
 #: the checker's own slack, so a retry it sends counts as after the lease.
@@ -67,6 +69,12 @@ def missing_capability(target: Target, capability: str) -> str:
     if enable:
         return f"target {target.name} {enable}"
     return f"target {target.name} lacks {CAPABILITY_HINTS.get(capability, capability)}"
+
+
+class NotApplicable(HarnessError):
+    """Raised by a scenario that found, once running, that its precondition cannot happen on
+    this target (the store proxy saw no write to strike after): the outcome is n/a with this
+    reason, never a pass."""
 
 
 @dataclass(frozen=True)
@@ -453,6 +461,23 @@ class ScenarioContext:
         self.wait_until_in_progress()
         self.nemesis.kill(instance)
         return in_flight.wait()
+
+    def send_watched(self, request: Request, *, plan: AfterWrite | None = None,
+                     process: str = "c0", instance: int = 0) -> tuple[Event, Watch]:
+        """Send ``request`` while the store proxy counts its writes (``store-write`` events) and
+        strikes as ``plan`` says; the watch ends once the store has been quiet a moment after
+        the answer, so writes made after answering count too.  A target killed at a write is
+        started again before this returns."""
+        with self.nemesis.watching_writes(request.key or "", request.tenant, plan=plan,
+                                          instance=instance) as watch:
+            completion = self.send(request, process=process, instance=instance)
+        if plan is not None and plan.fault == "kill" and watch.struck is not None:
+            self.nemesis.restart(instance)
+        return completion, watch
+
+    def not_applicable(self, reason: str) -> None:
+        """End the scenario as n/a: what it needs did not happen on this target."""
+        raise NotApplicable(reason)
 
     # ---- observations ----------------------------------------------------------------------
 

@@ -548,10 +548,14 @@ class StoreProxy(_Section):
 
     ``upstream`` is the database's ``host:port``.  A target that starts its own database writes
     ``127.0.0.1:{store_port}`` instead: the harness picks a free port, and the start command
-    gets the same ``{store_port}`` to start the database on it.
+    gets the same ``{store_port}`` to start the database on it.  ``protocol`` says what the link
+    speaks: ``"tcp"`` (the default) is bytes the harness only faults; ``"postgresql"`` and
+    ``"redis"`` are read, so the harness can count the target's writes and strike right after one
+    (harness/_commit_proxy.py).
     """
 
     upstream: str
+    protocol: Literal["tcp", "postgresql", "redis"] = "tcp"
 
     @model_validator(mode="after")
     def _host_and_port(self) -> StoreProxy:
@@ -564,6 +568,11 @@ class StoreProxy(_Section):
     @property
     def picks_port(self) -> bool:
         return self.upstream.endswith("{store_port}")
+
+    @property
+    def reads_writes(self) -> bool:
+        """Can the harness see the target's writes on this link?"""
+        return self.protocol != "tcp"
 
 
 class ClientSpec(_Section):

@@ -1,10 +1,12 @@
 """The corpus's fixtures: where each service's target file is, and a check that the service
-and what it runs on (uvicorn for the ASGI ones) are really there: outside CI a missing piece
-skips, saying why; under ``CI=true`` it fails (tests.missing)."""
+and what it runs on (uvicorn for the ASGI ones, redis-server for the Redis one) are really
+there: outside CI a missing piece skips, saying why; under ``CI=true`` it fails
+(tests.missing)."""
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -38,6 +40,9 @@ def corpus_target(name: str, flaw: str | None = None) -> Target:
     if not target_file.exists() or not module.exists():
         missing(f"corpus service {name!r} is missing: expected {module} and {target_file}",
                 kind="corpus service")
+    if '"redis-server"' in module.read_text() and shutil.which("redis-server") is None:
+        missing(f"corpus service {name!r} needs redis-server: apt-get install -y redis-server",
+                kind="tool")
     if "serve_asgi" in module.read_text() and importlib.util.find_spec("uvicorn") is None:
         missing(f"corpus service {name!r} needs uvicorn: .venv/bin/pip install uvicorn",
                 kind="package")

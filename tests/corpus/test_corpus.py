@@ -33,7 +33,7 @@ from tests.corpus.conftest import TARGETS, corpus_target
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
             "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
             "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
-            "renewed_lease", "sweeping_cleanup")
+            "renewed_lease", "sweeping_cleanup", "redis_ledger")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 
@@ -76,6 +76,7 @@ FLAWS = (
     ("sweeping_cleanup", "sweep-running", "in-flight-retry", ("P1", "P2")),
     ("sweeping_cleanup", "sweep-charged", "crash-mid-request", ("P1", "P9")),
     ("sweeping_cleanup", "no-cleanup", "bounded-storage", ("P11",)),
+    ("redis_ledger", "two-step-response", "cut-after-commit", ("P1", "P9")),
 )
 
 
@@ -111,6 +112,8 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
                and t.effects.keyless.how == "total" for t in targets.values())  # type: ignore[union-attr]
     assert any(not t.shares_state for t in targets.values())
     assert any(t.tenant is None for t in targets.values())
+    assert any(t.store_proxy is not None and t.store_proxy.protocol == "redis"
+               for t in targets.values())
     assert any(t.hooks.clock is not None and "?seconds={seconds}" in t.hooks.clock.path
                and not t.hooks.clock.body for t in targets.values())
     # issue 24's choices
