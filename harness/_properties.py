@@ -823,6 +823,19 @@ def _answers_during_outage(view: View, incident: _Incident,
                       view.evidence([attempt], incident.start.index, incident.end.index))
 
 
+def _held_by_another(late: Attempt, attempts: list[Attempt], options: CheckOptions) -> bool:
+    """May another request of the key hold it when ``late`` is told "in progress"?  One that
+    ran at the same time, or one that claimed it (was not itself told "in progress") less
+    than the lease before."""
+    promises = options.promises
+    others = [a for a in attempts if a is not late]
+    if any(a.invoke.time < late.end_time and late.invoke.time < a.end_time for a in others):
+        return True
+    lease = (promises.lease or 0.0) + LEASE_SLACK
+    return any(a.invoke.time < late.invoke.time and not promises.says_in_progress(a.status)
+               and late.start - a.start <= lease for a in others)
+
+
 def _stuck_past_retention(view: View, identity: Identity, attempts: list[Attempt],
                           options: CheckOptions) -> Iterator[Finding]:
     """A key still answered "in progress" longer after the last request that could have
@@ -871,7 +884,8 @@ def _converged(view: View, incident: _Incident, identity: Identity,
     evidence = view.evidence(attempts, incident.start.index, incident.end.index)
     if promises.lease is not None:
         stuck = [a for a in after if promises.says_in_progress(a.status)
-                 and a.start > healed_at + promises.lease + LEASE_SLACK]
+                 and a.start > healed_at + promises.lease + LEASE_SLACK
+                 and not _held_by_another(a, attempts, options)]
         if stuck:
             late = stuck[-1].start - healed_at
             yield Finding("P9", shown,

@@ -261,26 +261,33 @@ class ScenarioContext:
         return pending
 
     def converge(self, request: Request, *, first_attempt: int = 2, process: str = "c0",
-                 instance: int = 0) -> list[Event]:
-        """Retry until a final answer, as after a crash or an outage.  While the key is still
-        claimed by a request that died, outwait the promised lease (``outwait_lease``): the
-        retry budget alone may be far shorter than a lease of minutes."""
+                 instance: int = 0, errors: ErrorPolicy | None = None) -> list[Event]:
+        """Retry until a final answer, as after a crash, an outage or a handler error (whose
+        own policy is ``errors``).  While the key is still claimed by a request that died or
+        failed, outwait the promised lease (``outwait_lease``): the retry budget alone may be
+        far shorter than a lease of minutes."""
         started = time.monotonic()
         answers = [self.send(request, process=process, attempt=first_attempt, instance=instance)]
-        if not self.is_final(answers[-1]) and not self._claimed(answers[-1]):
+
+        def final(event: Event) -> bool:
+            return is_final(event, self.target.promises, errors=errors)
+
+        if not final(answers[-1]) and not self._claimed(answers[-1]):
             answers += self.retry_until_answer(request, first_attempt=first_attempt + 1,
-                                               process=process, instance=instance)
-        if not self.is_final(answers[-1]) and self._claimed(answers[-1]):
+                                               process=process, instance=instance,
+                                               errors=errors)
+        if not final(answers[-1]) and self._claimed(answers[-1]):
             answers += self.outwait_lease(request, since=started,
                                           first_attempt=(answers[-1].attempt or 1) + 1,
-                                          process=process, instance=instance)
+                                          process=process, instance=instance, errors=errors)
         return answers
 
     def _claimed(self, event: Event) -> bool:
         return self.target.promises.says_in_progress(event.status)
 
     def outwait_lease(self, request: Request, *, since: float, first_attempt: int,
-                      process: str = "c0", instance: int = 0) -> list[Event]:
+                      process: str = "c0", instance: int = 0,
+                      errors: ErrorPolicy | None = None) -> list[Event]:
         """Retry a key that is claimed by a dead or stalled request until its promised lease
         has surely run out (``since``: when the claim was made, or later), then a few more.
 
@@ -290,48 +297,48 @@ class ScenarioContext:
         call the key unknown rather than stuck.  Without a promised lease there is nothing to
         wait for: the ordinary budget."""
         lease = self.target.promises.lease
-        if lease is None or not (self._clock_usable or lease <= REAL_LEASE_LIMIT):
+        if lease is None or not (self.lease_on_the_clock or lease <= REAL_LEASE_LIMIT):
             if lease is not None:
                 self.lease_not_waited(request)
             return self.retry_until_answer(request, first_attempt=first_attempt,
-                                           process=process, instance=instance)
+                                           process=process, instance=instance, errors=errors)
         policy = self.policy
-        if self._clock_usable:
+        if self.lease_on_the_clock:
             self.advance_clock(lease + 1)
         else:
             policy = policy.covering(since + lease + PAST_THE_LEASE - time.monotonic())
         answers = self.retry_until_answer(request, first_attempt=first_attempt, process=process,
-                                          instance=instance, policy=policy)
+                                          instance=instance, policy=policy, errors=errors)
         for _ in range(RETRIES_AFTER_LEASE):
             time.sleep(self.policy.delay(1, None, self.rng))
             answers.append(self.send(request, process=process, instance=instance,
                                      attempt=(answers[-1].attempt or 1) + 1))
         return answers
 
-    def pass_lease(self, request: Request, *, since: float, running: bool = False) -> bool:
+    def pass_lease(self, request: Request, *, since: float) -> bool:
         """Let the promised lease of the claim made at ``since`` run out, for ``request``'s key:
         advance the target's clock past it (hook or libfaketime), or sleep it out in real time
-        when it is at most ``REAL_LEASE_LIMIT``.  ``running``: the request that holds the claim
-        still runs, and a lease the service renews meanwhile runs out only in real time.
-        False, with a ``lease-not-waited`` event, when none of that is possible."""
+        when it is at most ``REAL_LEASE_LIMIT`` (always, for a lease the service renews on a
+        timer of its own).  False, with a ``lease-not-waited`` event, when neither is
+        possible."""
         lease = self.target.promises.lease
         if lease is None:
             raise UsageError(f"target {self.target.name} promises no lease")
-        on_the_clock = self._clock_usable and not (running and self.target.promises.lease_renewed)
-        if not on_the_clock and lease > REAL_LEASE_LIMIT:
+        if not self.lease_on_the_clock and lease > REAL_LEASE_LIMIT:
             self.lease_not_waited(request)
             return False
-        if on_the_clock:
+        if self.lease_on_the_clock:
             self.advance_clock(lease + 1)
         else:
             time.sleep(max(0.0, since + lease + PAST_THE_LEASE - time.monotonic()))
         return True
 
     @property
-    def _clock_usable(self) -> bool:
-        """Can the harness move the target's clock and know where it stands (no restart left
-        it unknown)?"""
-        return self.target.moves_clock and self.deployment.clock_known
+    def lease_on_the_clock(self) -> bool:
+        """Does a lease run out when the clock is moved past it: the harness can move the
+        target's clock, knows where it stands (no restart left it unknown), and the service
+        renews no lease on a timer of its own?"""
+        return self.target.lease_runs_out_on_the_clock and self.deployment.clock_known
 
     def send_through(self, fault: Fault | str, request: Request, *, process: str = "c0",
                      attempt: int = 1, instance: int = 0) -> Event:

@@ -694,10 +694,11 @@ class Target(_Section):
         return self.hooks.clock is not None or self.clock is not None
 
     @property
-    def running_lease_runs_out_on_the_clock(self) -> bool:
-        """Can a jump of the clock pass the lease of a request that is still running?  Not
-        where the service renews the lease while the handler runs: its renewal timer sees no
-        jump, so only real time passes such a lease."""
+    def lease_runs_out_on_the_clock(self) -> bool:
+        """Can a jump of the clock pass a lease?  Not where the service renews its leases on a
+        timer of its own (``lease_renewed``): the timer sees no jump, so only real time tells
+        whether a lease ran out (a living handler's renewed, a dead one's lapsed, or one a
+        restarted process wrongly keeps renewing)."""
         return self.moves_clock and not self.promises.lease_renewed
 
     @property
@@ -706,7 +707,8 @@ class Target(_Section):
         libfaketime), or by waiting, when it is at most ``REAL_LEASE_LIMIT``?  False without a
         lease."""
         lease = self.promises.lease
-        return lease is not None and (self.moves_clock or lease <= REAL_LEASE_LIMIT)
+        return lease is not None and (self.lease_runs_out_on_the_clock
+                                      or lease <= REAL_LEASE_LIMIT)
 
     @property
     def can_restart(self) -> bool:

@@ -13,7 +13,6 @@ import time
 from dataclasses import replace
 
 from harness import Request, Scenario, ScenarioContext
-from harness._target import REAL_LEASE_LIMIT
 
 SLOW_MS = 1500
 FRACTIONS = (0.1, 0.25, 0.5)
@@ -42,12 +41,12 @@ def _slowed(ctx: ScenarioContext) -> None:
 
 def _after_lease(ctx: ScenarioContext, lease: float) -> None:
     """The original outlives the lease; a retry comes after the lease while it still runs."""
-    clocked = ctx.target.running_lease_runs_out_on_the_clock and ctx.deployment.clock_known
+    clocked = ctx.lease_on_the_clock
     slow_ms = SLOW_MS if clocked else int((lease + 5) * 1000)
     request = ctx.request(ctx.new_key(), label="original")
     since = time.monotonic()
     original = ctx.send_slowly(request, slow_ms=slow_ms)
-    if ctx.pass_lease(request, since=since, running=True):
+    if ctx.pass_lease(request, since=since):
         ctx.send(replace(request, label="after-lease"), process="c1", attempt=2)
     original.wait()
     _settle(ctx, request, 2)
@@ -61,8 +60,7 @@ def run(ctx: ScenarioContext) -> None:
         return
     _slowed(ctx)
     lease = ctx.target.promises.lease
-    if lease is not None and (ctx.target.running_lease_runs_out_on_the_clock
-                              or lease <= REAL_LEASE_LIMIT):
+    if lease is not None and ctx.target.lease_can_run_out:
         _after_lease(ctx, lease)
     elif lease is not None:
         ctx.lease_not_waited()

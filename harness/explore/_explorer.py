@@ -269,6 +269,7 @@ def _report(config: ExploreConfig, seed: int, started_at: str, seconds: float, f
         "story": str(story_path) if story_path else None,
         "replay": replay_line(story_path),
         "confirmed_in_real_time": session.confirmations if session is not None else 0,
+        "not_drawn": dict(session.not_drawn) if session is not None else {},
     }}
     stopped = found.stopped
     result = RunResult(config.target, (outcome,), seed, started_at, config.report_dir,

@@ -21,6 +21,7 @@ from typing import Any, cast
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from harness._target import Target
 from harness.explore._actions import Action
 from harness.explore._bodies import Fill
 from harness.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
@@ -46,10 +47,11 @@ class _Machine(RuleBasedStateMachine):
     judged by the checker after every step.  ``machine_for`` adds the rules."""
 
     session: Session
+    drawn: Target  # the target as planned for (``drawn_target``)
 
     def __init__(self) -> None:
         super().__init__()
-        self.plan = Planner(self.session.target, latency_ms=self.session.latency_ms)
+        self.plan = Planner(self.drawn, latency_ms=self.session.latency_ms)
         self.world = self.session.begin()
 
     def _do(self, actions: list[Action]) -> None:
@@ -191,11 +193,29 @@ def _copies(name: str, operation: _Operation, weight: int) -> dict[str, Any]:
     return rules
 
 
+def drawn_target(session: Session) -> Target:
+    """The target as the explorer plans for it: without its clock when a restart would leave
+    the clock unknown (a test clock whose fate across a restart nobody declared) and the
+    explorer also crashes the target: a story that moved the clock and then restarted the
+    target could not be judged.  ``session.not_drawn`` says why."""
+    target = session.target
+    keeper = session.deployment.clock_keeper
+    capabilities = target.capabilities()
+    if keeper is not None and not keeper.knows_restarts and "crash" in capabilities:
+        session.not_drawn["clock"] = (
+            "clock jumps are not drawn: the target is crashed and restarted in stories, and "
+            "nothing says where its clock stands after a restart (declare [hooks.clock] read "
+            "or restart_resets)")
+        return target.model_copy(update={"hooks": target.hooks.model_copy(
+            update={"clock": None})})
+    return target
+
+
 def machine_for(session: Session) -> type[RuleBasedStateMachine]:
     """The state machine for the session's target; each example gets a fresh world."""
-    target = session.target
+    target = drawn_target(session)
     capabilities = target.capabilities()
-    namespace: dict[str, Any] = {"session": session}
+    namespace: dict[str, Any] = {"session": session, "drawn": target}
     for name, operation in _operations(Strategies(target), session.latency_ms).items():
         if NEEDS.get(name, "") in capabilities | {""}:
             namespace.update(_copies(name, operation, WEIGHTS[name]))

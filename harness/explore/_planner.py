@@ -58,7 +58,7 @@ _SKETCH_PREFIX = "k0000000000"
 def can_retry_late(target: Target) -> bool:
     """Can a story retry a running request once its lease has run out?  (Without a lease,
     "late" is "at once".)"""
-    return (target.promises.lease is None or target.running_lease_runs_out_on_the_clock
+    return (target.promises.lease is None or target.lease_runs_out_on_the_clock
             or real_time_slow_ms(target) is not None)
 
 
@@ -67,7 +67,7 @@ def real_time_slow_ms(target: Target) -> int | None:
     or None when a lease is not passed in real time here (it is moved past on the clock, or
     it is too long to wait for, or there is none)."""
     lease = target.promises.lease
-    if lease is None or target.running_lease_runs_out_on_the_clock or lease > REAL_LEASE_LIMIT:
+    if lease is None or target.lease_runs_out_on_the_clock or lease > REAL_LEASE_LIMIT:
         return None
     return int((lease + PAST_THE_LEASE + 1.0) * 1000)
 
@@ -214,7 +214,7 @@ class Planner:
         assert running is not None  # the rule's precondition
         lease = self.target.promises.lease
         why = "past the lease of the running request"
-        if late and lease is not None and self.target.running_lease_runs_out_on_the_clock:
+        if late and lease is not None and self.target.lease_runs_out_on_the_clock:
             if self.database_up():
                 self._moved += lease + PAST_THE_LEASE
                 return self._drawn(Clock(seconds=lease + PAST_THE_LEASE, why=why),

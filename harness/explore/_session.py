@@ -138,6 +138,8 @@ class Session:
         self.latency_ms = 0
         #: Findings seen only with a moved clock and not confirmed, in words for the report.
         self.moved_clock: list[Note] = []
+        #: Operations the explorer could not draw for this target, and why.
+        self.not_drawn: dict[str, str] = {}
         self._failures = 0
         self._began = 0.0
         self._next_op = 0

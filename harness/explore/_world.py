@@ -110,6 +110,7 @@ class World:
         self._faults_on: list[str] = []
         self._background = Background(self.context)
         self._crashed = False
+        self._handler_failed = False
         self._moved = 0.0  # seconds the story has moved the target's clock
         self._renewed = False  # a key was sent again after its retention ran out
         self._database_faulted = False  # a fault acted on the target's database
@@ -169,6 +170,7 @@ class World:
                 request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                               label=f"handler:{fault.name}")
                 self._operations[action.id].errors = fault.errors
+                self._handler_failed = True
                 faulted = replace(request, headers={**request.headers, fault.header: fault.value})
                 return self._answer(self._send(faulted)), _identity(request)
             case Burst():
@@ -418,14 +420,15 @@ class World:
         self._background.join()
         self.deployment.restart_dead_instances()
         waiting = self._retry_unanswered(list(self._unsettled()))
-        promises, clock = self.target.promises, self.target.moves_clock
+        promises = self.target.promises
         stuck = [op for op, last in waiting if promises.says_in_progress(last.status)]
-        if not (stuck and self._crashed and promises.lease is not None):
+        if not (stuck and (self._crashed or self._handler_failed) and promises.lease is not None):
             return
-        past, why = promises.lease + PAST_THE_LEASE, "past the lease of the request that died"
-        if clock:
+        past = promises.lease + PAST_THE_LEASE
+        why = "past the lease of the request that died or failed"
+        if self.target.lease_runs_out_on_the_clock and self.deployment.clock_known:
             self._record(Clock(seconds=past, why=why), len(self.steps) + 1, settle=True)
-        elif self.target.lease_can_run_out:  # no clock: a short lease is waited out
+        elif self.target.lease_can_run_out:  # else a short lease is waited out in real time
             self._record(Wait(seconds=past, why=why), len(self.steps) + 1, settle=True)
         else:
             return

@@ -77,9 +77,14 @@ def test_no_bad_body_is_drawn_when_the_target_declares_no_invalid_value() -> Non
 
 
 def machine_for_reference() -> type:
+    class _Deployment:
+        clock_keeper = None
+
     class _Session:
         target = REFERENCE
         latency_ms = 0
+        deployment = _Deployment()
+        not_drawn: dict[str, str] = {}
     return machine_for(_Session())  # type: ignore[arg-type]
 
 
@@ -213,7 +218,7 @@ def test_a_renewed_lease_is_passed_in_real_time_never_by_a_jump() -> None:
     """A service that renews the lease while the handler runs sees no jump: a late retry
     waits in real time (the request slowed past it), even where the clock can be moved."""
     renewed = REFERENCE.with_promises(lease=4.0, lease_renewed=True)
-    assert not renewed.running_lease_runs_out_on_the_clock and can_retry_late(renewed)
+    assert not renewed.lease_runs_out_on_the_clock and can_retry_late(renewed)
     plan = Planner(renewed)
     [slow] = plan.slow("a", BODY, long=True)
     wait, _retry = plan.retry_running(late=True)

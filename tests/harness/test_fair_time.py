@@ -130,3 +130,20 @@ def test_copies_of_an_expired_key_told_in_progress_while_one_runs_are_not_stuck(
     story.attempt("k1", 201, attempt=3, resource="ch_2", headers=replayed())
     story.effects("k1", 2, ids=["ch_1", "ch_2"])
     assert story.check("P9", "P1", "P2").findings == []
+
+
+def test_copies_told_in_progress_while_one_of_them_runs_long_after_a_handler_error_are_fine(
+) -> None:
+    """The explorer on three corpus services: a handler error, a jump, then a burst of copies;
+    one copy charges, the others are told 409 while it runs, long past the lease measured
+    from the handler error.  Another request holds the key: nothing is stuck."""
+    story = Story()
+    story.attempt("k1", 500, label="handler:exception")
+    story.clock(34_560)
+    running = story.invoke("k1", attempt=2, label="burst-again")
+    for _ in range(3):
+        story.attempt("k1", 409, attempt=2, label="burst-again")
+    story.answer(running, 201, resource="ch_1", headers=JSON)
+    story.attempt("k1", 201, attempt=3, resource="ch_1", headers=replayed())
+    story.effects("k1", 1, ids=["ch_1"])
+    assert story.check("P9").findings == []
