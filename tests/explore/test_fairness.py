@@ -84,7 +84,10 @@ def machine_for_reference() -> type:
         target = REFERENCE
         latency_ms = 0
         deployment = _Deployment()
-        not_drawn: dict[str, str] = {}
+
+        def __init__(self) -> None:
+            self.not_drawn: dict[str, str] = {}
+
     return machine_for(_Session())  # type: ignore[arg-type]
 
 
