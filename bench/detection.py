@@ -142,6 +142,9 @@ def main() -> None:
     parser.add_argument("--shrink-time", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--postgres", action="store_true",
                         help="add the correct reference server on PostgreSQL")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep every row's report directory under DIR (default: a "
+                             "temporary directory, removed at the end)")
     args = parser.parse_args()
     fronts = tuple(args.front) or FRONTS
 
@@ -154,7 +157,7 @@ def main() -> None:
     draw = random.Random()
     with ExitStack() as stack:
         toxiproxy = stack.enter_context(start_toxiproxy())
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        scratch = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         dsn = (stack.enter_context(start_postgres()).create_database("idem_detection")
                if args.postgres else None)
         for row in rows(args.only, args.target, dsn):

@@ -675,7 +675,10 @@ def tenant_isolation(view: View, options: CheckOptions) -> Iterator[Finding]:
             evidence = view.evidence(
                 [a for i in identities for a in view.by_identity[i]], own.index
             )
-            if first.status == options.promises.mismatch_status:
+            raced = any(a.invoke.time < first.end_time for a in attempts[1:])
+            before = any(b.invoke.time < first.invoke.time
+                         for other in others for b in view.by_identity[other])
+            if first.status == options.promises.mismatch_status and before and not raced:
                 yield Finding("P8", shown,
                               f"{shown} was refused with {first.status} on its first request "
                               "because another tenant had used the same key: keys are not "
@@ -901,7 +904,12 @@ def _converged(view: View, incident: _Incident, identity: Identity,
         return
     if after and not finals:
         last = max(a.start for a in after)
+        expired = (retention is not None and view.target_time(view.events[-1])
+                   > view.target_time(incident.start) + retention)
         if promises.lease is not None and last <= healed_at + promises.lease + LEASE_SLACK:
+            if expired:
+                return  # the key's window closed before its lease could be outwaited
+
             waited = view.lease_not_waited()
             why = f" ({waited})" if waited else ""
             yield Note("P9", shown,

@@ -154,3 +154,27 @@ def test_the_original_s_own_answer_replayed_before_it_arrived_is_no_placeholder(
     story.answer(original, 201, resource="ch_1", digest="d1", headers=JSON)
     story.effects("k1", 1, ids=["ch_1"])
     assert findings(story, "P5") == []
+
+
+def test_a_key_refused_because_its_own_other_body_raced_it_is_no_cross_tenant_refusal() -> None:
+    """The explorer's overlap: a request and, a millisecond later, the same key with another
+    body; the second claims the key first and the first is refused as a reuse.  Then the
+    other tenant sends the key: nothing says keys are not scoped per tenant."""
+    story = Story()
+    first = story.invoke("k1", tenant="a")
+    story.attempt("k1", 201, tenant="a", attempt=2, fingerprint="fp-b", resource="ch_1",
+                  headers=JSON)
+    story.answer(first, 422)
+    story.attempt("k1", 201, tenant="b", resource="ch_2", headers=JSON)
+    story.effects("k1", 1, tenant="a", ids=["ch_1"])
+    story.effects("k1", 1, tenant="b", ids=["ch_2"])
+    assert findings(story, "P8") == []
+
+
+def test_a_key_refused_on_its_first_request_after_another_tenant_used_it_is_a_leak() -> None:
+    story = Story()
+    story.attempt("k1", 201, tenant="a", resource="ch_1", headers=JSON)
+    story.attempt("k1", 422, tenant="b")
+    story.effects("k1", 1, tenant="a", ids=["ch_1"])
+    story.effects("k1", 0, tenant="b", ids=[])
+    assert any("not scoped per tenant" in m for m in findings(story, "P8"))

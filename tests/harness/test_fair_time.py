@@ -147,3 +147,16 @@ def test_copies_told_in_progress_while_one_of_them_runs_long_after_a_handler_err
     story.attempt("k1", 201, attempt=3, resource="ch_1", headers=replayed())
     story.effects("k1", 1, ids=["ch_1"])
     assert story.check("P9").findings == []
+
+
+def test_a_key_the_clients_left_before_its_lease_then_let_expire_is_not_undecided() -> None:
+    """The story crashed in a request, retried twice within the lease, then moved the clock
+    past the retention: the key expired; whether it would have stuck was never tried."""
+    story = Story()
+    story.attempt("k1", None, label="crash:after-claim")
+    story.crash()
+    story.attempt("k1", 409, attempt=2, label="retry")
+    story.clock(90_000)
+    story.effects("k1", 0)
+    result = story.check("P9")
+    assert result.results["P9"].verdict == "pass", result.results["P9"]
