@@ -8,7 +8,7 @@ so one seed always draws the same stories and Hypothesis can replay and shrink t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from harness._nemesis import FAULTS
 from harness._target import REAL_LEASE_LIMIT, Target, keyless_counting
@@ -20,6 +20,7 @@ from harness._variations import (
 )
 from harness.explore._actions import (
     Action,
+    AfterWriteFault,
     Burst,
     BurstAgain,
     Change,
@@ -279,6 +280,12 @@ class Planner:
         other = another_body(body, render(self.target.endpoint, fill)) if reuse else None
         return self._drawn(Overlap(id=op, tenant=tenant, key=plan, body=body, after_ms=after,
                                    second="reuse" if reuse else "retry", other_body=other))
+
+    def after_write(self, tenant: str, write: int, fault: Literal["cut", "kill"],
+                    body: Any) -> list[Action]:
+        op, plan = self._plain(tenant, body)
+        return self._drawn(AfterWriteFault(id=op, tenant=tenant, key=plan, write=write,
+                                           fault=fault, body=body))
 
     def handler_fault(self, tenant: str, fault: str, body: Any) -> list[Action]:
         op, plan = self._plain(tenant, body)
