@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -440,6 +440,8 @@ class ClientSpec(_Section):
 class Target(_Section):
     """A validated target file."""
 
+    #: The page that documents this kind of target file, for error messages.
+    DOCS: ClassVar[str] = "docs/targets.md"
     name: str = Field(min_length=1)
     description: str = ""
     url: str | None = None
@@ -644,21 +646,20 @@ def _known_field_names() -> list[str]:
     return sorted({name for model in sections for name in model.model_fields} - {"source"})
 
 
-def _fix_for(error: Mapping[str, Any], field: str) -> str:
+def _fix_for(error: Mapping[str, Any], field: str, docs: str = Target.DOCS) -> str:
     kind = error["type"]
     if kind == "missing":
-        return f"add `{field.rsplit('.', 1)[-1]} = ...` (see docs/targets.md for its meaning)"
+        return f"add `{field.rsplit('.', 1)[-1]} = ...` (see {docs} for its meaning)"
     if kind == "extra_forbidden":
         name = field.rsplit(".", 1)[-1]
         close = difflib.get_close_matches(name, _known_field_names(), n=1, cutoff=0.7)
         hint = f"did you mean `{close[0]}`? " if close else ""
-        return (f"{hint}remove `{field}` or correct its spelling; docs/targets.md lists every "
-                "field")
+        return f"{hint}remove `{field}` or correct its spelling; {docs} lists every field"
     if kind in ("literal_error", "union_tag_invalid"):
         return f"use one of the allowed values: {error['msg'].split(':', 1)[-1].strip()}"
     if kind == "union_tag_not_found":
         return 'add `kind = "http"`, `kind = "sql"` or `kind = "recorder"` to [effects]'
-    return "correct the value as the message says (docs/targets.md has a complete example)"
+    return f"correct the value as the message says ({docs} has a complete example)"
 
 
 def target_model(data: Mapping[str, Any], *, source: str = "") -> type[Target]:
@@ -676,14 +677,15 @@ def target_model(data: Mapping[str, Any], *, source: str = "") -> type[Target]:
 
 def parse_target(data: Mapping[str, Any], *, source: str) -> Target:
     """Validate parsed TOML into a ``Target`` or raise ``TargetFileError`` with every problem."""
+    model = target_model(data, source=source)
     try:
-        return target_model(data, source=source).model_validate({**data, "source": source})
+        return model.model_validate({**data, "source": source})
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
             message = str(error["msg"]).removeprefix("Value error, ")
-            problems.append((field, message, _fix_for(error, field)))
+            problems.append((field, message, _fix_for(error, field, model.DOCS)))
         raise TargetFileError(source, problems) from exc
 
 

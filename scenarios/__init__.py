@@ -29,6 +29,7 @@ from scenarios import (
     store_outage,
     tenant_collision,
     timeout_after_commit,
+    work_failure,
     zombie_original,
 )
 
@@ -57,6 +58,7 @@ CATALOG: dict[str, Scenario] = {
         republish,
         burst_of_copies,
         poison_message,
+        work_failure,
         late_redelivery,
     )
 }

@@ -15,6 +15,7 @@ from harness._durations import format_duration
 from harness._findings import Finding, Note
 from harness._target import LEASE_SLACK
 from harness.consumer._analysis import Incident, Publish, QueueView
+from harness.consumer._preconditions import unexercised
 from harness.consumer._target import ConsumerPromises
 
 __all__: list[str] = []
@@ -31,6 +32,14 @@ def _effects(view: View, key: str) -> EffectsSeen:
         reason = seen.error if seen and seen.error else "no effects were recorded"
         raise Inconclusive(f"side effects of key {key} unknown: {reason}")
     return seen
+
+
+def _untested(view: View, property_id: str, found: set[str]) -> Iterator[Note]:
+    """A key whose scenario cannot show that its fault met the job as meant: a property that
+    found nothing wrong with it is undecided, never a pass (harness/consumer/_preconditions)."""
+    for key, reason in unexercised(view, property_id).items():
+        if key not in found:
+            yield Note(property_id, key, f"key {key}: {reason}", undecided=True)
 
 
 def _windows(view: View, publishes: list[Publish], window: float | None) -> int:
@@ -66,11 +75,13 @@ def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
 def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     window = _promises(options).dedup_window
+    found: set[str] = set()
     for key, publishes in queue.ordinary():
         effects = _effects(view, key)
         allowed = _windows(view, publishes, window)
         assert effects.count is not None
         if effects.count > allowed:
+            found.add(key)
             span = "" if allowed == 1 else f" ({allowed} dedup windows)"
             yield Finding("P1", key,
                           f"{effects.count} effects for key {key} where at most {allowed} may "
@@ -82,6 +93,7 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                        f"{effects.count} effects for key {key}: a message came after the "
                        f"promised dedup window ({format_duration(window or 0)}) and ran as a "
                        "new job, which the contract allows")
+    yield from _untested(view, "P1", found)
 
 
 @prop("P2", "no lost outcome: every confirmed message has exactly one effect once the queue "
@@ -89,15 +101,23 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
 def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     promises = _promises(options)
+    found: set[str] = set()
     for key, publishes in queue.ordinary():
         if not any(p.confirmed for p in publishes):
             continue
         effects = _effects(view, key)
         if effects.count:
             continue
+        found.add(key)
         left = queue.events_of("leftover", key)
         dead = queue.events_of("dead-lettered", key)
-        if dead:
+        if dead and any(p.fails for p in publishes) and _gives_up_at_once(promises):
+            yield Note("P2", key,
+                       f"the job for key {key} failed and was dead-lettered without an "
+                       "effect, as the consumer promises for a failed job "
+                       f"(on_failure = {promises.on_failure}, max_attempts = "
+                       f"{promises.max_attempts})")
+        elif dead:
             yield Finding("P2", key,
                           f"the confirmed message for key {key} was dead-lettered without an "
                           f"effect: a valid job was thrown away ({queue.story(key)})",
@@ -118,12 +138,22 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding | Not
             yield Finding("P2", key,
                           f"the broker confirmed the message for key {key}, the queue drained, "
                           f"and there is no effect: the job is lost ({queue.story(key)}). "
-                          + _why_lost(queue),
+                          + _why_lost(queue, publishes),
                           queue.evidence(key, effects.index,
                                          *(d.index for d in queue.drains[-1:])))
+    yield from _untested(view, "P2", found)
 
 
-def _why_lost(queue: QueueView) -> str:
+def _gives_up_at_once(promises: ConsumerPromises) -> bool:
+    """Does the consumer promise to dead-letter a job at its first failure?"""
+    return promises.on_failure == "dead-letter" or promises.max_attempts == 1
+
+
+def _why_lost(queue: QueueView, publishes: list[Publish]) -> str:
+    failed = queue.events_of("work-failed", publishes[0].key or "") if publishes else []
+    if any(p.fails == "before-work" for p in publishes) or failed:
+        return ("Its job failed once, and its retry was acked without the work: the key was "
+                "left claimed (or marked done) by the failed attempt.")
     if queue.incidents():
         return (f"The message was gone from the queue after {queue.incidents()[0].what}: it "
                 "was acked before its work was done.")
@@ -135,13 +165,18 @@ def _why_lost(queue: QueueView) -> str:
 def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     promises = _promises(options)
+    found: set[str] = set()
     for key, publishes in queue.ordinary():
         # Judged once per key, against the first incident its message lived through.
         incident = next((i for i in queue.incidents()
                          if any(p.maybe_queued and p.invoke.time <= i.end.time
                                 for p in publishes)), None)
         if incident is not None:
-            yield from _converged(queue, incident, key, promises)
+            judged = list(_converged(queue, incident, key, promises))
+            if any(isinstance(j, Finding) for j in judged):
+                found.add(key)
+            yield from judged
+    yield from _untested(view, "P9", found)
 
 
 def _converged(queue: QueueView, incident: Incident, key: str,
