@@ -11,7 +11,7 @@ import importlib
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from harness._analysis import View
 from harness._errors import UsageError
@@ -72,6 +72,7 @@ class CheckOptions:
 
 
 PropertyCheck = Callable[[View, CheckOptions], Iterable[Finding | Note]]
+Summary = Callable[[View, CheckOptions], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,16 @@ class Registry:
     def __init__(self, module: str = "harness._properties") -> None:
         self._specs: dict[str, PropertySpec] = {}
         self._module = module
+        self._summary: Summary | None = None
+
+    def summarise(self, summary: Summary) -> Summary:
+        """Register the tally kept beside the verdicts (a queue consumer's queue account)."""
+        self._summary = summary
+        return summary
+
+    def summary(self, view: View, options: CheckOptions) -> dict[str, Any]:
+        self._registered()
+        return self._summary(view, options) if self._summary is not None else {}
 
     def register(self, spec: PropertySpec) -> None:
         known = self._specs.get(spec.id)
@@ -154,6 +165,9 @@ class CheckResult:
     results: dict[str, PropertyResult]
     findings: list[Finding] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    #: What the checker tallied beside its verdicts, for reports (a queue consumer's queue
+    #: account, harness/consumer/_account.py); empty for an HTTP service.
+    summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -188,4 +202,6 @@ def check_history(
     results = {spec.id: _check_safe(spec, view, options) for spec in chosen}
     findings = sort_findings(f for r in results.values() for f in r.findings)
     notes = [n for r in results.values() for n in r.notes]
-    return CheckResult(results, findings, notes)
+    summary = (registry.summary(view, options) if properties is None
+               else {})  # a partial check is no account of the run
+    return CheckResult(results, findings, notes, summary)

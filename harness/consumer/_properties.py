@@ -14,11 +14,14 @@ from harness._checker import QUEUE_PROPERTIES, CheckOptions, Inconclusive, prop
 from harness._durations import format_duration
 from harness._findings import Finding, Note
 from harness._target import LEASE_SLACK
+from harness.consumer._account import queue_account, windows
 from harness.consumer._analysis import Incident, Publish, QueueView
 from harness.consumer._preconditions import unexercised
 from harness.consumer._target import ConsumerPromises
 
 __all__: list[str] = []
+
+QUEUE_PROPERTIES.summarise(queue_account)
 
 
 def _promises(options: CheckOptions) -> ConsumerPromises:
@@ -40,16 +43,6 @@ def _untested(view: View, property_id: str, found: set[str]) -> Iterator[Note]:
     for key, reason in unexercised(view, property_id).items():
         if key not in found:
             yield Note(property_id, key, f"key {key}: {reason}", undecided=True)
-
-
-def _windows(view: View, publishes: list[Publish], window: float | None) -> int:
-    """How many dedup windows the key's publishes span: each may run the job once."""
-    count, opened = 0, None
-    for publish in publishes:
-        at = view.target_time(publish.invoke)
-        if opened is None or (window is not None and at - opened > window):
-            count, opened = count + 1, at
-    return max(count, 1)
 
 
 def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
@@ -78,7 +71,7 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     found: set[str] = set()
     for key, publishes in queue.ordinary():
         effects = _effects(view, key)
-        allowed = _windows(view, publishes, window)
+        allowed = windows(view, publishes, window)
         assert effects.count is not None
         if effects.count > allowed:
             found.add(key)
