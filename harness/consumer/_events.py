@@ -69,6 +69,10 @@ class EventFeed:
         value = {k: v for k, v in item.items()
                  if k not in ("type", "key", "time") and v is not None}
         value.setdefault("pid", pid)
+        if isinstance(item.get("time"), int | float):
+            # When the consumer says it happened: feeds are read one process after another, so
+            # the history's order between two processes is only the order they were read in.
+            value["at"] = item["time"]
         self.history.record("ok", kind, process, key=key if isinstance(key, str) else None,
                             value=value)
         if isinstance(key, str):

@@ -43,6 +43,17 @@ def _first_publish(events: list[Event], key: str) -> Event | None:
                 None)
 
 
+def _at(event: Event) -> float:
+    """When a consumer reported ``event`` happening (its own clock, the same for every consumer
+    process of one run), else when the harness recorded it."""
+    at = event.value.get("at")
+    return float(at) if isinstance(at, int | float) else event.time
+
+
+def _in_order(events: list[Event]) -> list[Event]:
+    return sorted(events, key=lambda e: (_at(e), e.index))
+
+
 def _reports(events: list[Event], key: str) -> bool:
     """Did an events feed report anything about ``key``?"""
     return any(e.f in ("deliver", "claim", "commit") and e.key == key for e in events)
@@ -117,17 +128,18 @@ def _copy_while_working(events: list[Event], intent: Event, key: str) -> str | N
     pause = float(intent.value.get("pause_seconds", 0))
     published = _first_publish(events, key)
     if _reports(events, key):
-        commits = [e for e in events if e.f == "commit" and e.key == key]
-        pauses = [e for e in events if e.f == "pause" and e.key == key and e.process == first]
-        copies = [e for e in events if e.f == "deliver" and e.key == key
-                  and e.process != first]
+        commits = _in_order([e for e in events if e.f == "commit" and e.key == key])
+        pauses = _in_order([e for e in events if e.f == "pause" and e.key == key
+                            and e.process == first])
+        copies = _in_order([e for e in events if e.f == "deliver" and e.key == key
+                            and e.process != first])
         if not copies:
             return f"no other consumer reported a delivery of key {key}"
         copy = copies[0]
-        if commits and commits[0].index < copy.index:
+        if commits and _at(commits[0]) < _at(copy):
             return (f"the second consumer got key {key}'s message after the first job had "
                     "committed")
-        if pauses and pauses[0].time + pause < copy.time:
+        if pauses and _at(pauses[0]) + pause < _at(copy):
             return ("the second consumer got the message after the first consumer's pause in "
                     "the job had ended")
         return None
@@ -151,11 +163,11 @@ def _copy_while_working(events: list[Event], intent: Event, key: str) -> str | N
 def _copies_overlapped(events: list[Event], intent: Event, key: str) -> str | None:
     copies = int(intent.value.get("copies", 2))
     if _reports(events, key):
-        delivered = [e for e in events if e.f == "deliver" and e.key == key]
-        commits = [e for e in events if e.f == "commit" and e.key == key]
+        delivered = _in_order([e for e in events if e.f == "deliver" and e.key == key])
+        commits = _in_order([e for e in events if e.f == "commit" and e.key == key])
         if len(delivered) < 2:
             return f"fewer than two deliveries of key {key} were reported"
-        if commits and commits[0].index < delivered[1].index:
+        if commits and _at(commits[0]) < _at(delivered[1]):
             return "the second copy was delivered after the first job had committed"
         return None
     for look in _after(events, intent, "observe", key=key):
