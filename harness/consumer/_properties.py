@@ -49,6 +49,10 @@ def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
     """How a key ran twice, told from the evidence alone; silent when it cannot tell."""
     ids = {p.message_id for p in publishes}
     redelivered = [d for d in queue.events_of("deliver", key) if d.value.get("redelivered")]
+    first, last = publishes[0].invoke.time, publishes[-1].invoke.time
+    if any(e.f == "clock" and first <= e.time <= last for e in queue.view.events):
+        return ("The key came back after the consumer's clock moved, still within the promised "
+                "dedup window, and ran again: the consumer forgot the key too early.")
     if len(ids) > 1 and any(p.invoke.label == "republish" for p in publishes):
         return ("The producer published the same key again under a new message id and the "
                 "consumer ran it as a new job: it deduplicates by message id at most, not by "
@@ -207,17 +211,19 @@ def _converged(queue: QueueView, incident: Incident, key: str,
 def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     promises = _promises(options)
-    for key, _ in queue.poisoned():
+    for key, publishes in queue.poisoned():
+        what = ("poison message" if any(p.invoke.value.get("poison") for p in publishes)
+                else "message whose job always fails")
         effects = _effects(view, key)
         evidence = queue.evidence(key, effects.index)
         if effects.count:
-            yield Finding("P10", key, f"the poison message for key {key} caused "
+            yield Finding("P10", key, f"the {what} for key {key} caused "
                                       f"{effects.count} effect(s)", evidence)
         delivered = queue.events_of("deliver", key)
         limit = promises.max_attempts
         if limit is not None and len(delivered) > limit:
             yield Finding("P10", key,
-                          f"the poison message for key {key} was delivered {len(delivered)} "
+                          f"the {what} for key {key} was delivered {len(delivered)} "
                           f"times where the consumer promises at most {limit} attempts: it "
                           "loops instead of being dead-lettered", evidence)
             continue
@@ -227,14 +233,14 @@ def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             or promises.dead_letter_queue
         if left and promises.dead_letter_queue and queue.drains:
             yield Finding("P10", key,
-                          f"the poison message for key {key} was still in the queue after "
+                          f"the {what} for key {key} was still in the queue after "
                           f"{format_duration(float(queue.drains[-1].value.get('waited', 0)))}"
                           f", never dead-lettered to {dlq} as promised"
                           + (f" ({len(delivered)} deliveries seen)" if delivered else
                              ": it keeps coming back"), evidence)
         elif promises.dead_letter_queue and not dead and not left and queue.drained:
             yield Finding("P10", key,
-                          f"the poison message for key {key} was dropped: it is neither in "
+                          f"the {what} for key {key} was dropped: it is neither in "
                           f"the queue nor in the promised dead-letter queue {dlq}", evidence)
     yield from _kept_serving(queue)
 
