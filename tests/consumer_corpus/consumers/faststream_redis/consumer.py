@@ -128,7 +128,7 @@ async def handle(body: Any, message: RabbitMessage) -> None:
             return
         if fault == "after-work":
             raise RuntimeError("test_fault: after-work")
-    except Exception:  # noqa: BLE001 - the job failed: release the claim, retry or give up
+    except Exception:
         if ARGS.flaw != "claim-kept-on-failure":
             await store.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then "
                              "return redis.call('DEL', KEYS[1]) end return 0", 1,

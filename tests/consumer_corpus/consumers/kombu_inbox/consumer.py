@@ -17,11 +17,11 @@ Run: python consumer.py --amqp-url URL --queue Q --dlq DLQ --db FILE --port PORT
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
 import signal
-import socket
 import sqlite3
 import threading
 import time
@@ -180,10 +180,8 @@ class Worker:
 
     def _heartbeat(self) -> None:
         if self.connection is not None:
-            try:
+            with contextlib.suppress(Exception):  # a lost connection shows at the ack
                 self.connection.heartbeat_check()
-            except Exception:  # noqa: BLE001 - a lost connection shows at the ack
-                pass
 
     def _settle(self, message: Message, key: Any, how: str, **fields: Any) -> None:
         try:
@@ -193,7 +191,7 @@ class Worker:
                 message.requeue()
             else:
                 message.reject(requeue=False)
-        except Exception as exc:  # noqa: BLE001 - the channel is gone: it comes back
+        except Exception as exc:
             self.events.add("ack-lost", key, reason=str(exc))
             return
         kind = {"ack": "ack", "requeue": "nack", "dead-letter": "dead-letter"}[how]
@@ -222,7 +220,7 @@ class Worker:
                         while not self.stopping:
                             try:
                                 conn.drain_events(timeout=0.2)
-                            except socket.timeout:
+                            except TimeoutError:
                                 conn.heartbeat_check()
             except lost:
                 time.sleep(0.3)
