@@ -33,8 +33,8 @@ def _kill_mid_job(ctx: ConsumerContext) -> bool:
     """Kill the consumer while it holds a job that has not committed: paused before the work
     (pause hook), else half-way through the job's measured latency.  False when neither can
     be done (a job too quick to meet), recorded as not played."""
-    key = ctx.new_key()
     if "pause-before-work" in ctx.target.capabilities():
+        key = ctx.new_key()
         ctx.publish(key, label="crash:before-work", pause=("before-work", PAUSE_MS))
         ctx.wait_for_delivery(key, paused=True, timeout=PAUSE_MS / 2000)
     else:
@@ -45,6 +45,7 @@ def _kill_mid_job(ctx: ConsumerContext) -> bool:
                 "reason": f"the job takes {latency * 1000:.0f} ms from publish to effect and "
                           "the consumer has no pause hook: a kill cannot be timed inside it"})
             return False
+        key = ctx.new_key()
         published = time.monotonic()
         ctx.publish(key, label="crash:before-work")
         ctx.wait_for_delivery(key, timeout=latency / 2)
