@@ -128,3 +128,26 @@ def test_each_flaw_is_caught_by_the_property_it_breaks(
         f"{flaw.consumer} --flaw {flaw.name}: {flaw.scenario} gave {scenario['verdict']} "
         f"({scenario.get('reason') or scenario.get('unknown_reasons')}) with findings "
         f"{named or 'none'}; expected one of {', '.join(flaw.properties)}")
+
+
+@pytest.mark.timeout(300)
+def test_a_clock_the_consumer_does_not_show_moving_makes_clock_scenarios_not_applicable(
+        rabbitmq_server: RabbitServer, toxiproxy_server: ToxiproxyServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """[clock] kind = "faketime" is confirmed on the consumer's check path; a consumer that
+    cannot show the jump there runs without a clock: late-redelivery is n/a, saying why, never
+    a pass on a clock that did not move."""
+    from harness._runner import RunConfig
+    from harness.consumer import run_target
+    from scenarios import get_scenario
+
+    target = load_target(require("kombu_inbox"))
+    assert isinstance(target, ConsumerTarget) and target.clock is not None
+    blind = target.model_copy(update={"clock": target.clock.model_copy(
+        update={"check": "/health"})})  # answers {"ok": true}: no time in it
+    monkeypatch.setenv("IDEM_AMQP_URL", rabbitmq_server.url)
+    result = run_target(RunConfig(target=blind, scenarios=[get_scenario("late-redelivery")],
+                                  report_dir=tmp_path, seed=7, toxiproxy=toxiproxy_server))
+    (outcome,) = result.outcomes
+    assert outcome.verdict == "n/a"
+    assert "cannot tell whether the target's clock moved" in (outcome.reason or "")
