@@ -23,6 +23,7 @@ import os
 import secrets
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,7 +66,9 @@ class Worker:
         self.db = sqlite3.connect(args.db, timeout=0.2, isolation_level=None,
                                   check_same_thread=False)
         self.db.executescript(SCHEMA)
-        self.connection: Connection | None = None
+        #: py-amqp's own connection, for heartbeats during a long job (kombu's would try to
+        #: connect again, inside the job, when the broker has dropped it).
+        self.connection: Any = None
         self.stopping = False
         self.consuming = threading.Event()
 
@@ -181,7 +184,7 @@ class Worker:
     def _heartbeat(self) -> None:
         if self.connection is not None:
             with contextlib.suppress(Exception):  # a lost connection shows at the ack
-                self.connection.heartbeat_check()
+                self.connection.heartbeat_tick()
 
     def _settle(self, message: Message, key: Any, how: str, **fields: Any) -> None:
         try:
@@ -208,22 +211,32 @@ class Worker:
         lost = (OSError, *Connection(self.args.amqp_url).connection_errors,
                 *Connection(self.args.amqp_url).channel_errors)
         while not self.stopping:
+            conn = Connection(self.args.amqp_url, heartbeat=2, connect_timeout=5,
+                              transport_options={"read_timeout": 5, "write_timeout": 5})
             try:
-                with Connection(self.args.amqp_url, heartbeat=2, connect_timeout=5) as conn:
-                    self.connection = conn
-                    channel = conn.channel()
-                    dead(channel).declare()
-                    main(channel).declare()
-                    with Consumer(channel, queues=[main], on_message=self.on_message,
-                                       prefetch_count=1):
-                        self.consuming.set()
-                        while not self.stopping:
-                            try:
-                                conn.drain_events(timeout=0.2)
-                            except TimeoutError:
-                                conn.heartbeat_check()
-            except lost:
+                # One try at a time: kombu's own retries would wait here for ever.
+                conn.ensure_connection(max_retries=1, interval_start=0, timeout=5)
+                channel = conn.channel()
+                self.connection = conn.connection
+                dead(channel).declare()
+                main(channel).declare()
+                with Consumer(channel, queues=[main], on_message=self.on_message,
+                              prefetch_count=1):
+                    self.consuming.set()
+                    while not self.stopping:
+                        try:
+                            conn.drain_events(timeout=0.2)
+                        except TimeoutError:
+                            self.connection.heartbeat_tick()
+            except lost as exc:
+                # A connection the broker gave up on: drop it without the closing handshake,
+                # which would wait for an answer that never comes, and connect again.
+                print(f"connection lost ({exc!r}): connecting again", file=sys.stderr,
+                      flush=True)
+                conn.collect()
                 time.sleep(0.3)
+            else:
+                conn.release()
 
 
 def serve(worker: Worker, port: int) -> None:
