@@ -297,9 +297,17 @@ class ConsumerContext:
         return 0.0
 
     def ensure_consumers(self, count: int) -> int:
+        """Run ``count`` consumers (when they may share state), and wait (bounded) until the
+        broker counts every one whose connection the nemesis has not cut: one still
+        reconnecting after an earlier fault would leave the others every message."""
         if count > 1 and not self.target.shares_state:
             return len(self.deployment.instances)
         self.deployment.ensure_instances(count)
+        connected = sum(1 for i in self.deployment.instances
+                        if i.process.running() and i.number not in self.deployment.cut_off)
+        queue = self.deployment.queue
+        self._until(lambda: self.deployment.amqp.queue_state(queue).consumers >= connected,
+                    SETTLE)
         return len(self.deployment.instances)
 
     def notice_exits(self) -> None:
