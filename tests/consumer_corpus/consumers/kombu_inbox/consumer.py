@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kombu import Connection, Consumer, Exchange, Queue
+from kombu.exceptions import OperationalError
 from kombu.message import Message
 
 FLAWS = ("ack-before-work", "dedup-outside-txn")
@@ -208,7 +209,7 @@ class Worker:
         main = Queue(self.args.queue, Exchange(""), routing_key=self.args.queue, durable=True,
                      queue_arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
                                       "x-dead-letter-routing-key": self.args.dlq})
-        lost = (OSError, *Connection(self.args.amqp_url).connection_errors,
+        lost = (OSError, OperationalError, *Connection(self.args.amqp_url).connection_errors,
                 *Connection(self.args.amqp_url).channel_errors)
         while not self.stopping:
             conn = Connection(self.args.amqp_url, heartbeat=2, connect_timeout=5,
