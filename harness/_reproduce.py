@@ -222,7 +222,17 @@ def _nemesis_lines(event: Event, target: Target) -> list[str]:
                       json.dumps(render_template(hook.body, {"seconds": seconds}))]
         line = _command(words)
         return [f"# the target's clock moved {seconds} s forward here", line, "echo"]
-    what = value.get("name") or value.get("type") or "a network fault"
+    if event.f == "store-write":
+        kinds = ", ".join(str(k) for k in value.get("kinds", ())) or "a write"
+        return [f"# the target's write {value.get('write')} ({kinds}) committed here"]
+    if "after_write" in value:  # a fault at a write: the store proxy's, not Toxiproxy's
+        if event.f != "fault":
+            return []
+        kinds = ", ".join(str(k) for k in value.get("kinds", ())) or "a write"
+        return [f"# {value.get('fault')}: the target's write {value.get('write')} ({kinds}) "
+                "committed, and the store's acknowledgement was dropped and the link cut (the "
+                "harness's store proxy; curl cannot play it, the server saw the same requests)"]
+    what = value.get("fault") or value.get("name") or value.get("type") or "a network fault"
     verb = "on" if event.f == "fault" else "healed"
     return [f"# network fault {what} {verb} here (Toxiproxy; curl cannot play it, the server "
             "saw the same requests)"]

@@ -23,13 +23,14 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from harness._clock import HookClock, TargetClock, confirm_jump, target_time
-from harness._deployment import CONFIRMING_JUMP, read_store_size, run_cleanup
+from harness._deployment import CONFIRMING_JUMP, run_cleanup
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._faketime import FaketimeClock
 from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
 from harness._processes import ManagedProcess
 from harness._recorder import Recorder
+from harness._store_size import read_store_size
 from harness._target import HttpEffects, RecorderEffects, SqlEffects, render_template
 from harness._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 from harness.consumer._amqp import AmqpClient, QueueState
@@ -382,7 +383,7 @@ class ConsumerDeployment:
         return self.clock.via
 
     def store_size(self) -> dict[str, int]:
-        return read_store_size(self.target, self.hook)
+        return read_store_size(self.target, self.hook, self._values)
 
     def cleanup(self) -> None:
         run_cleanup(self.target, self.hook)
