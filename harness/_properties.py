@@ -239,7 +239,10 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
         yield from _released_error_replayed(view, shown, attempts, options)
         first = attempts[0]
         marked = promises.marks_replay(first.headers)
+        # A server that lost its store's acknowledgement of its own commit may find the answer
+        # it stored and replay it: something was stored, by this very request.
         if (marked and first.ok and first.invoke.attempt == 1
+                and not view.faults_during(first, where="store")
                 and not any(a is not first and a.invoke.time < first.end_time for a in attempts)):
             yield Finding("P3", shown,
                           f"the first request for key {shown} was answered as a replay "
