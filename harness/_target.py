@@ -21,7 +21,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 
@@ -52,6 +54,7 @@ __all__ = [
     "parse_target",
     "placeholders",
     "render_template",
+    "saved_target",
     "split_route",
     "target_model",
 ]
@@ -471,6 +474,15 @@ class Target(_Section):
             return {**data, "endpoint": data["operations"][0]}
         return data
 
+    @model_serializer(mode="wrap")
+    def _as_a_file_says_it(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """With ``[[operations]]`` the endpoint is their first, not a table of its own: a
+        saved target (results.json, story.json, a load plan) must load again."""
+        data = handler(self)
+        if self.operations and isinstance(data, dict):
+            data.pop("endpoint", None)
+        return data
+
     @model_validator(mode="after")
     def _operations_are_distinct(self) -> Target:
         seen = [(o.method.upper(), o.path) for o in self.keyed_operations]
@@ -685,6 +697,16 @@ def parse_target(data: Mapping[str, Any], *, source: str) -> Target:
             message = str(error["msg"]).removeprefix("Value error, ")
             problems.append((field, message, _fix_for(error, field)))
         raise TargetFileError(source, problems) from exc
+
+
+def saved_target(definition: Mapping[str, Any], *, source: str | None = None) -> Target:
+    """A target as a run saved it (results.json's definition, a story's), validated again or
+    refused with every problem.  Runs saved before the endpoint was left out of a target with
+    ``[[operations]]`` hold both; there the endpoint is only the first operation."""
+    data = dict(definition)
+    if data.get("operations"):
+        data.pop("endpoint", None)
+    return parse_target(data, source=str(data.get("source", "")) if source is None else source)
 
 
 def load_target(path: str | Path) -> Target:
