@@ -58,8 +58,7 @@ def _write_scripts(result: RunResult, directory: Path) -> None:
             if not finding.reproduce.endswith(".sh"):
                 continue
             path = directory / "reproduce" / Path(shlex.split(finding.reproduce)[-1]).name
-            write_atomic(path, reproduction_script(result, outcome, finding))
-            path.chmod(0o755)
+            write_atomic(path, reproduction_script(result, outcome, finding), executable=True)
             written.add(path.name)
     scripts = directory / "reproduce"
     if scripts.is_dir():
