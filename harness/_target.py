@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     SerializerFunctionWrapHandler,
+    TypeAdapter,
     ValidationError,
     model_serializer,
     model_validator,
@@ -688,15 +689,53 @@ def target_model(data: Mapping[str, Any], *, source: str = "") -> type[Target]:
 
 def parse_target(data: Mapping[str, Any], *, source: str) -> Target:
     """Validate parsed TOML into a ``Target`` or raise ``TargetFileError`` with every problem."""
+    model = target_model(data, source=source)
     try:
-        return target_model(data, source=source).model_validate({**data, "source": source})
+        return model.model_validate({**data, "source": source})
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
             message = str(error["msg"]).removeprefix("Value error, ")
             problems.append((field, message, _fix_for(error, field)))
+        problems += [p for p in _whole_file_problems(model, data, exc) if p not in problems]
         raise TargetFileError(source, problems) from exc
+
+
+def _whole_file_problems(model: type[Target], data: Mapping[str, Any],
+                         error: ValidationError) -> list[tuple[str, str, str]]:
+    """The rules over the whole file (``url`` or ``[start]``, ``[clock]`` or
+    ``[hooks.clock]``...), which pydantic checks only once every table is valid, checked on the
+    tables that are: one pass reports every problem, not a layer at a time.  A rule that needs
+    a table at fault is left out; that table's own problem is reported."""
+    failed = {str(e["loc"][0]) for e in error.errors() if e["loc"]}
+    if not failed:  # the whole-file rules have spoken already
+        return []
+    values = {}
+    for name, field in model.model_fields.items():
+        if name in failed or name not in data:
+            continue
+        try:
+            annotation: Any = (Annotated[(field.annotation, *field.metadata)]
+                               if field.metadata else field.annotation)
+            values[name] = TypeAdapter(annotation).validate_python(data[name])
+        except ValidationError:
+            failed.add(name)
+    partial = model.model_construct(**values)
+    for name in failed:  # absent, not defaulted: a rule reading it is skipped below
+        partial.__dict__.pop(name, None)
+    problems = []
+    for decorator in model.__pydantic_decorators__.model_validators.values():
+        if decorator.info.mode != "after":
+            continue
+        try:
+            decorator.func(partial)
+        except ValueError as exc:
+            problems.append(("", str(exc), "correct the file as the message says "
+                                           "(docs/targets.md has a complete example)"))
+        except (AttributeError, TypeError):
+            continue
+    return problems
 
 
 def saved_target(definition: Mapping[str, Any], *, source: str | None = None) -> Target:
