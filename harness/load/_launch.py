@@ -22,7 +22,13 @@ from typing import IO, Any
 
 from harness._errors import ServiceError, UsageError
 from harness._network import require_loopback
-from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, NODES_FILE, LoadPlan
+from harness.load._plan import (
+    CONNECT_TIMEOUT,
+    EXIT_INCOMPLETE,
+    EXIT_NO_WORKERS,
+    NODES_FILE,
+    LoadPlan,
+)
 
 __all__ = ["BOOTSTRAP", "LocustProcesses", "run_worker_process"]
 
@@ -152,17 +158,20 @@ class LocustProcesses:
         self._children = []
 
 
-def run_worker_process(master: str, *, allow_remote: bool) -> int:
+def run_worker_process(master: str, *, allow_remote: bool,
+                       connect_timeout: float = CONNECT_TIMEOUT) -> int:
     """``idem-harness load --worker``: a Locust worker on this machine for the master at
     ``master`` (HOST:PORT), which sends it the plan; its log goes to this terminal.  Returns the
-    worker's exit code once the master has ended the run."""
+    worker's exit code once the master has ended the run, or 2 when no master answered within
+    ``connect_timeout`` seconds."""
     host, _, port = master.rpartition(":")
     if not host or not port.isdigit():
         raise UsageError(f"--master {master!r}: write HOST:PORT, the address the master "
                          "printed (for example 10.0.0.5:5557)")
     require_loopback(host.strip("[]"), allow_remote=allow_remote)
     worker = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, "--role", "worker",
-                               "--master", master], stdin=subprocess.DEVNULL)
+                               "--master", master, "--connect-timeout", str(connect_timeout)],
+                              stdin=subprocess.DEVNULL)
     try:
         return worker.wait()
     finally:

@@ -16,6 +16,7 @@ history, and Locust's own files are written.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -24,6 +25,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+from locust import runners
 from locust.env import Environment
 from locust.event import Events
 from locust.rpc import Message
@@ -31,7 +33,13 @@ from locust.runners import Runner
 
 from harness.load._node import HISTORY_MESSAGE, LoadNode
 from harness.load._outputs import HistoryCollector, LocustFiles
-from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, LoadPlan
+from harness.load._plan import (
+    CONNECT_TIMEOUT,
+    EXIT_INCOMPLETE,
+    EXIT_NO_MASTER,
+    EXIT_NO_WORKERS,
+    LoadPlan,
+)
 from harness.load._users import charge_user_class
 
 __all__ = ["PLAN_MESSAGE", "run_stats", "run_worker"]
@@ -86,14 +94,25 @@ def run_stats(plan: LoadPlan) -> int:
     return 0 if complete else EXIT_INCOMPLETE
 
 
-def run_worker(host: str, port: int) -> int:
-    """A worker: connects to the master at ``host:port``, takes the plan it sends, runs the
-    users it is given, sends its history back."""
+def run_worker(host: str, port: int, *, connect_timeout: float = CONNECT_TIMEOUT) -> int:
+    """A worker: connects to the master at ``host:port`` (giving up after ``connect_timeout``
+    seconds, exit 2), takes the plan it sends, runs the users it is given, sends its history
+    back."""
     events = Events()  # type: ignore[no-untyped-call]
     nodes: list[LoadNode] = []
     environment = Environment(user_classes=[charge_user_class(lambda: nodes[0] if nodes else None)],
                               events=events)
-    runner = environment.create_worker_runner(host, port)
+    # Locust retries for 60 x 5 s before it gives up; its loop reads these module constants.
+    runners.CONNECT_TIMEOUT = wait = max(1, min(5, math.ceil(connect_timeout)))
+    runners.CONNECT_RETRY_COUNT = math.ceil(connect_timeout / wait) - 1
+    try:
+        runner = environment.create_worker_runner(host, port)
+    except ConnectionError:
+        print(f"error: no Locust master answered at {host}:{port} within {connect_timeout:g}s\n"
+              "  fix: start the load with --workers N --listen HOST:PORT on the master's machine "
+              "first, give --master the address it prints, check that this machine reaches it, "
+              "or wait longer with --connect-timeout", file=sys.stderr, flush=True)
+        return EXIT_NO_MASTER
 
     def take_plan(environment: Environment, msg: Message, **_: Any) -> None:
         if not nodes:
