@@ -19,7 +19,7 @@ from harness._outcomes import RunResult, ScenarioOutcome
 from harness._reproduce import script_for
 from harness.consumer._reproduce import consumer_script
 from harness.consumer._target import ConsumerTarget
-from harness.reports._explain import KLASS_MEANING, Explanation, explain
+from harness.reports._explain import KLASS_MEANING, Explanation, explain, incident_of
 from harness.reports._results import requests_sent, verdict_counts
 from harness.reports._sequence import Diagram, Storyboard, sequence_diagram
 
@@ -140,6 +140,7 @@ class RunView:
 def run_view(result: RunResult, *, prefix: str = "") -> RunView:
     """The page's view of ``result``; ``prefix`` keeps anchors apart when a page shows two runs."""
     replay_marker = result.target.promises.replay_marker
+    consumer = isinstance(result.target, ConsumerTarget)
     columns = tuple(PropertyColumn(pid, PROPERTIES[pid].title, klass_of(pid))
                     for pid in PROPERTIES.ids())
     titles = {column.id: column.title for column in columns}
@@ -149,6 +150,7 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
         if not outcome.findings:
             continue
         board = Storyboard(outcome.events, replay_marker=replay_marker)
+        by_index = {e.index: e for e in outcome.events}
         drawn: Counter[str] = Counter()
         for finding in outcome.findings:
             anchor = f"{prefix}finding-{len(findings) + 1}"
@@ -158,8 +160,11 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
             diagram = board.draw(finding.events, finding=finding) if draw else None
             script = (reproduction_script(result, outcome, finding)
                       if finding.reproduce.endswith(".sh") else "")
+            plain = explain(finding.property, consumer=consumer,
+                            incident=incident_of(by_index[i] for i in finding.events
+                                                 if i in by_index))
             findings.append(_finding_view(anchor, outcome.name, finding,
-                                          titles.get(finding.property, ""), diagram,
+                                          titles.get(finding.property, ""), diagram, plain,
                                           elided=not draw, script=script))
     findings.sort(key=lambda f: f.finding.klass != "safety")  # stable: scenario order stays
     rows = tuple(_row(outcome, columns, anchors, prefix) for outcome in result.outcomes)
@@ -181,10 +186,11 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
 
 
 def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
-                  diagram: Diagram | None, *, elided: bool, script: str) -> FindingView:
+                  diagram: Diagram | None, plain: Explanation, *, elided: bool,
+                  script: str) -> FindingView:
     faults = tuple((name, FAULTS[name].summary if name in FAULTS else "")
                    for name in (diagram.faults if diagram else ()))
-    return FindingView(anchor, scenario, finding, title, explain(finding.property),
+    return FindingView(anchor, scenario, finding, title, plain,
                        KLASS_MEANING[finding.klass], diagram, faults, elided=elided,
                        script=script)
 
