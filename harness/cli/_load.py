@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import click
+from psycopg.conninfo import conninfo_to_dict
 from rich.console import Console
 
 from harness._errors import UsageError
@@ -26,6 +27,12 @@ from harness.load._plan import CONNECT_TIMEOUT
 __all__ = ["load"]
 
 LOAD_DATABASE = "idem_load"
+
+
+def _database_of(dsn: str) -> str:
+    """``NAME at HOST:PORT`` of a PostgreSQL URL, without its credentials."""
+    info = conninfo_to_dict(dsn)
+    return f"{info.get('dbname')} at {info.get('host')}:{info.get('port') or 5432}"
 
 
 @click.command()
@@ -100,7 +107,8 @@ def load(target_file: str | None, reference: bool, store: str | None, flaw: str 
             if store is None:
                 server = stack.enter_context(start_postgres())
                 store = server.create_database(LOAD_DATABASE)
-                console.print(f"{servers} reference servers share PostgreSQL {server.origin}")
+                console.print(f"{servers} reference servers share the PostgreSQL database "
+                              f"{_database_of(store)} (made for this run, dropped at its end)")
             target = reference_target(store=store, flaw=flaw, servers=servers)
         config = LoadConfig(
             target=target, users=users, spawn_rate=spawn_rate, duration=duration,

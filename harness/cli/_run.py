@@ -105,7 +105,17 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
         allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
         seed: int | None, retry_horizon: float, postgres: bool, quiet: bool,
         reference_consumer: bool, jobs: int | None) -> None:
-    """Run scenarios against a target and judge the history (exit 0 pass, 1 findings, 2 error)."""
+    """Run scenarios against a target and judge the history.
+
+    \b
+    Exit codes:
+      0    pass: every scenario that could run held
+      1    fail: at least one finding
+      2    a usage or setup error (the message says how to fix it); nothing ran
+      3    inconclusive: no finding, but something could not be judged (each reason printed)
+      130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: what finished is in the report,
+           marked incomplete
+    """
     from harness.consumer._scenario import ConsumerScenario
     from scenarios import CATALOG, default_scenarios, get_scenario
 
@@ -145,7 +155,9 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
                    "history.jsonl) to this directory; RUN_DIR itself is never changed")
 @translate_errors
 def check(run_dir: Path, write_to: Path | None) -> None:
-    """Judge a saved run again from its history, without touching the target or the run."""
+    """Judge a saved run again from its history, without touching the target or the run, and
+    say where the verdict differs from the saved one (exit as run: 0 pass, 1 findings, 2 error,
+    3 inconclusive; 130/143 for a run that was interrupted)."""
     if write_to is not None and write_to.resolve() == run_dir.resolve():
         raise UsageError("--write-to must name another directory: check never rewrites the "
                          "run it judges")

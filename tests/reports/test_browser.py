@@ -147,8 +147,9 @@ def _safety_first(findings: list[dict[str, object]]) -> list[dict[str, object]]:
 WIDTHS = (1400, 400)
 #: Below this a person has to zoom to read a label; the diagrams scroll in their own box instead.
 READABLE_PX = 10.0
-LOAD_SETTINGS = {"target": "reference-server (correct, SQLite)", "users": "4", "spawn rate": "20",
-                 "duration": "4", "chaos": "storm", "seed": "3"}
+LOAD_SETTINGS = {"target": "reference-server (correct, SQLite)", "users": "4",
+                 "spawn rate": "20 users/s", "duration": "4s", "request timeout": "2s",
+                 "chaos": "storm", "seed": "3"}
 
 #: What a person at this width meets: sideways scroll of the page, badges sticking out of the
 #: box they sit in (scroll boxes excepted: a table or a diagram may scroll inside its own box),
