@@ -156,7 +156,11 @@ def _own_instances(config: RunConfig, toxiproxy: ToxiproxyServer,
                         allow_remote=config.allow_remote)
 
 
-def _identity(finding: Finding) -> tuple[object, ...]:
+def _script_of(finding: Finding) -> tuple[object, ...]:
+    """Which reproduction a finding shares: one per key (its findings have one story), one
+    each for findings without a key."""
+    if finding.key is not None:
+        return ("key", finding.key)
     return (finding.property, finding.key, finding.message, finding.events)
 
 
@@ -204,8 +208,8 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
           scripts: tuple[Path, str] | None = None) -> CheckResult:
     """Check one history (against ``properties``, default all) and attach a reproduction to
     each finding: with ``scripts`` (the report directory and the scenario), the command that
-    runs the finding's script there (the report writes it); else the ``curl`` line of its last
-    request, which only works while the target still runs."""
+    runs the script of the finding's key there (the report writes it); else the ``curl`` line
+    of its last request, which only works while the target still runs."""
     check = check_history(events, CheckOptions.for_target(target, retry_horizon),
                           properties=properties)
     by_index = {e.index: e for e in events}
@@ -214,7 +218,7 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
     def with_line(finding: Finding) -> Finding:
         if scripts is not None:
             directory, scenario = scripts
-            number = numbers.setdefault(_identity(finding), len(numbers) + 1)
+            number = numbers.setdefault(_script_of(finding), len(numbers) + 1)
             script = directory / script_path(scenario, number)
             return replace(finding, reproduce=shlex.join(["bash", str(script)]))
         invokes = [by_index[i] for i in finding.events

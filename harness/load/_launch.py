@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -141,6 +142,12 @@ class LocustProcesses:
         except (OSError, ValueError) as exc:
             raise stats.failure(f"left no readable {nodes_path}") from exc
         return summary
+
+    def stop_early(self) -> None:
+        """Ask the statistics process to end the load now, as its duration would (it may have
+        had the terminal's Ctrl-C already: once is enough)."""
+        if self._children and self._children[0].popen.poll() is None:
+            self._children[0].popen.send_signal(signal.SIGINT)
 
     def close(self) -> None:
         """Stop whatever is still running (a failed or interrupted run)."""

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness._outcomes import RunEvent, RunFinished, RunResult, ScenarioFinished
+from harness._reproduction import EventIndex
 from harness.reports._files import write_atomic
 from harness.reports._html import render_index
 from harness.reports._junit import render_junit
 from harness.reports._results import render_history, render_results
-from harness.reports._runview import reproduction_script
+from harness.reports._runview import reproduction_script, sharing_scripts
 
 __all__ = ["Renderer", "ReportDirectory", "write_report"]
 
@@ -50,15 +51,19 @@ def write_report(result: RunResult, directory: Path) -> list[str]:
 
 
 def _write_scripts(result: RunResult, directory: Path) -> None:
-    """One executable reproduction per finding whose reproduction names a script; scripts of an
-    earlier run in this directory go, so none can be taken for this run's."""
+    """One executable reproduction per script the findings name (one per key: its findings
+    share it); scripts of an earlier run in this directory go, so none can be taken for this
+    run's."""
     written = set()
     for outcome in result.outcomes:
-        for finding in outcome.findings:
-            if not finding.reproduce.endswith(".sh"):
+        groups = sharing_scripts(outcome.findings)
+        index = EventIndex(outcome.events) if groups else None
+        for line, findings in groups.items():
+            path = directory / "reproduce" / Path(shlex.split(line)[-1]).name
+            if path.name in written:
                 continue
-            path = directory / "reproduce" / Path(shlex.split(finding.reproduce)[-1]).name
-            write_atomic(path, reproduction_script(result, outcome, finding), executable=True)
+            write_atomic(path, reproduction_script(result, outcome, findings, index),
+                         executable=True)
             written.add(path.name)
     scripts = directory / "reproduce"
     if scripts.is_dir():

@@ -8,6 +8,7 @@ presentation (order, anchors, colours); the verdicts are the checker's.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness._analysis import View, describe_identity
@@ -17,6 +18,7 @@ from harness._findings import Finding, Note, klass_of
 from harness._nemesis import FAULTS
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._reproduce import script_for
+from harness._reproduction import EventIndex, reproduction_for
 from harness.consumer._reproduce import consumer_script
 from harness.consumer._target import ConsumerTarget
 from harness.reports._explain import KLASS_MEANING, Explanation, explain, incident_of
@@ -24,7 +26,7 @@ from harness.reports._results import requests_sent, verdict_counts
 from harness.reports._sequence import Diagram, Storyboard, sequence_diagram
 
 __all__ = ["DIAGRAMS_PER_KIND", "Cell", "FindingView", "PropertyColumn", "RunView", "ScenarioRow",
-           "counterpart", "reproduction_script", "run_view"]
+           "counterpart", "reproduction_script", "run_view", "sharing_scripts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,9 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
         if not outcome.findings:
             continue
         board = Storyboard(outcome.events, replay_marker=replay_marker)
+        index = EventIndex(outcome.events)
+        groups = sharing_scripts(outcome.findings)
+        scripts: dict[str, str] = {}
         by_index = {e.index: e for e in outcome.events}
         drawn: Counter[str] = Counter()
         for finding in outcome.findings:
@@ -158,8 +163,12 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
             drawn[finding.property] += 1
             draw = drawn[finding.property] <= DIAGRAMS_PER_KIND
             diagram = board.draw(finding.events, finding=finding) if draw else None
-            script = (reproduction_script(result, outcome, finding)
-                      if finding.reproduce.endswith(".sh") else "")
+            script = ""
+            if finding.reproduce in groups and draw:
+                if finding.reproduce not in scripts:
+                    scripts[finding.reproduce] = reproduction_script(
+                        result, outcome, groups[finding.reproduce], index)
+                script = scripts[finding.reproduce]
             plain = explain(finding.property, consumer=consumer,
                             incident=incident_of(by_index[i] for i in finding.events
                                                  if i in by_index))
@@ -195,15 +204,28 @@ def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
                        script=script)
 
 
-def reproduction_script(result: RunResult, outcome: ScenarioOutcome, finding: Finding) -> str:
-    """The script that replays ``finding`` of ``outcome`` (the report directory writes it where
-    the finding's reproduction line says; the page shows it)."""
+def reproduction_script(result: RunResult, outcome: ScenarioOutcome,
+                        findings: Sequence[Finding], index: EventIndex | None = None) -> str:
+    """The script that replays ``findings`` of ``outcome``, the findings that share one
+    reproduction line (one key's); the report directory writes it where that line says and the
+    page shows it.  ``index``: the outcome's history, indexed once for all its scripts."""
+    first = findings[0]
     if isinstance(result.target, ConsumerTarget):
-        return consumer_script(finding, outcome.events, result.target, scenario=outcome.name,
+        return consumer_script(first, outcome.events, result.target, scenario=outcome.name,
                                seed=result.seed)
-    return script_for(finding, outcome.events, result.target,
-                      scenario=outcome.name, seed=result.seed,
-                      base_url=result.target.url or "http://127.0.0.1:8000")
+    reproduction = reproduction_for(findings, index or EventIndex(outcome.events), result.target,
+                                    scenario=outcome.name, seed=result.seed)
+    klass = "safety" if any(f.klass == "safety" for f in findings) else "conformance"
+    return script_for(reproduction, result.target, klass=klass)
+
+
+def sharing_scripts(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
+    """The findings whose reproduction is a script, by that script's line."""
+    groups: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.reproduce.endswith(".sh"):
+            groups.setdefault(finding.reproduce, []).append(finding)
+    return groups
 
 
 def _row(outcome: ScenarioOutcome, columns: tuple[PropertyColumn, ...],

@@ -4,6 +4,7 @@ saved, whatever its shape, and say what changed since."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from harness._outcomes import RunResult
@@ -61,3 +62,47 @@ def test_replay_reads_a_story_saved_with_both_endpoint_and_operations(env: dict[
     again = harness(env, "replay", str(path), "--report-dir", str(tmp_path / "replay"))
     assert "Traceback" not in again.stderr, again.stderr
     assert again.returncode == 1 and "P4: reproduced" in again.stdout, again.stdout
+
+
+def _flawed_run(env: dict[str, str], report: Path) -> None:
+    done = harness(env, "run", "--reference", "--flaw", "no-body-hash", "--scenario",
+                   "key-reuse", "--seed", "3", "--report-dir", str(report), "--quiet")
+    assert done.returncode == 1, done.stderr
+
+
+def test_check_says_where_the_verdict_differs_from_the_saved_one(env: dict[str, str],
+                                                                tmp_path: Path) -> None:
+    report = tmp_path / "run"
+    _flawed_run(env, report)
+    same = harness(env, "check", str(report))
+    assert same.returncode == 1 and "the same verdict as the run saved: fail" in same.stderr
+    saved = results(report)
+    saved["verdict"] = "pass"  # as an older harness might have judged it
+    for scenario in saved["scenarios"]:
+        scenario["verdict"] = "pass"
+        scenario["property_verdicts"]["P4"] = "pass"
+    (report / "results.json").write_text(json.dumps(saved))
+    again = harness(env, "check", str(report), "--write-to", str(tmp_path / "again"))
+    assert again.returncode == 1, again.stderr
+    assert "the verdict changed: the run saved PASS, judged again it is FAIL" in again.stderr
+    assert "key-reuse: pass -> fail (P4: pass -> fail)" in again.stderr
+    rejudged = results(tmp_path / "again")["extra"]["check"]
+    assert rejudged["saved_verdict"] == "pass"
+    assert rejudged["changes"] == ["key-reuse: pass -> fail (P4: pass -> fail)"]
+
+
+def test_check_write_to_writes_scripts_that_replay_after_the_run(env: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    report = tmp_path / "run"
+    _flawed_run(env, report)
+    done = harness(env, "check", str(report), "--write-to", str(tmp_path / "again"))
+    assert done.returncode == 1, done.stderr
+    assert "curl" not in done.stderr  # no curl line to a port that is gone
+    lines = {f["reproduce"] for s in results(tmp_path / "again")["scenarios"]
+             for f in s["findings"]}
+    assert lines and all(line.startswith("bash ") for line in lines)
+    for line in lines:
+        replay = subprocess.run(line.split(), capture_output=True, text=True, env=env,
+                                timeout=240)
+        assert replay.returncode == 1, replay.stdout + replay.stderr
+        assert "reproduced: P4 broke again in key-reuse" in replay.stdout
