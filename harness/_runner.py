@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness._checker import CheckOptions, CheckResult, PropertyResult, check_history
 from harness._deployment import Deployment
-from harness._errors import HarnessError
+from harness._errors import HarnessError, ReportNotWritten
 from harness._findings import Finding, merge_verdicts
 from harness._history import Event, History
 from harness._interrupts import Interrupted, StopRequest
@@ -136,6 +136,9 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
         final = result(outcomes, complete=False, stopped_by=stop.signal_name)
         emit(RunFinished(final))
         return final
+    except ReportNotWritten:  # a full disk: what the run made there goes too
+        _forget(workdir, keep_parent=report_dir_existed)
+        raise
     except HarnessError:
         if not began:  # refused at start: leave nothing behind, as a refused target file does
             _forget(workdir, keep_parent=report_dir_existed)

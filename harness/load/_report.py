@@ -18,6 +18,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from harness._errors import ReportNotWritten
 from harness.load._run import LOAD_PROPERTIES, LoadResult
 from harness.reports import write_atomic, write_report
 
@@ -45,7 +46,10 @@ def render_load_json(result: LoadResult) -> str:
 def write_load_report(result: LoadResult, directory: Path) -> None:
     """load.json first, then every file a run writes, so the page (index.html) finds the
     charts' data beside it."""
-    write_atomic(directory / LOAD_FILE, render_load_json(result))
+    try:
+        write_atomic(directory / LOAD_FILE, render_load_json(result))
+    except OSError as exc:
+        raise ReportNotWritten(str(directory), exc.strerror or str(exc)) from exc
     write_report(result.run, directory)
 
 

@@ -8,7 +8,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["file_mode", "write_atomic"]
+__all__ = ["file_mode", "write_all", "write_atomic"]
 
 _UMASK_LINE = re.compile(r"^Umask:\s*([0-7]+)$", re.MULTILINE)
 
@@ -55,3 +55,28 @@ def write_atomic(path: Path, text: str, *, executable: bool = False) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def write_all(files: dict[Path, str], *, executable: frozenset[Path] = frozenset()) -> None:
+    """Write every file or none: each to a temporary file first, then all renamed into place,
+    so a disk that fills up half-way leaves the files as they were (an empty history.jsonl
+    beside a results.json that cites it would be worse than none).  Raises ``OSError``."""
+    written: list[tuple[str, Path]] = []
+    try:
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            mode = file_mode(path, executable=path in executable)
+            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                             suffix=".tmp")
+            written.append((temporary, path))
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                os.fchmod(handle.fileno(), mode)
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+    except BaseException:
+        for temporary, _ in written:
+            Path(temporary).unlink(missing_ok=True)
+        raise
+    for temporary, path in written:
+        os.replace(temporary, path)
