@@ -29,8 +29,9 @@ from harness._findings import Finding
 from harness._history import Event
 from harness._target import ReplayMarker
 
-__all__ = ["BLOCKING", "Band", "Box", "Diagram", "Label", "Lane", "LaneName", "Line", "Row",
-           "Storyboard", "finding_diagram", "sequence_diagram"]
+__all__ = ["BLOCKING", "BOTTOM", "CHAR", "TOP", "WIDE", "Band", "Box", "Diagram", "Label", "Lane",
+           "LaneName", "Layout", "Line", "Row", "Storyboard", "finding_diagram",
+           "sequence_diagram"]
 
 #: A queue consumer's diagram has the producer, the broker and the consumer instead of the
 #: client and the server (harness/consumer/_sequence.py).
@@ -114,6 +115,24 @@ class Band:
     title: str
 
 
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where a row's parts sit, from its top: wide, the time in a column of its own and each
+    label along its arrow; narrow (``_narrow.py``, for a phone), the time and the label on a
+    line of their own above the arrow."""
+
+    narrow: bool = False
+    row_height: float = ROW
+    line_dy: float = ROW * 0.66
+    label_dy: float = ROW * 0.66 - 6
+    box_dy: float = 5.0
+    head_half: float = 52.0
+    time_x: float | None = 12.0
+
+
+WIDE = Layout()
+
+
 @dataclass(frozen=True)
 class Diagram:
     title: str
@@ -123,6 +142,7 @@ class Diagram:
     rows: tuple[Row, ...]
     bands: tuple[Band, ...] = ()
     faults: tuple[str, ...] = ()
+    layout: Layout = WIDE
 
     @property
     def highlighted(self) -> int:

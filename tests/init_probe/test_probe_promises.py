@@ -66,7 +66,7 @@ def test_a_promise_the_service_breaks_is_a_likely_bug_never_written_over(
 
 def test_a_refusal_that_changed_the_key_is_not_taken_for_the_query_string(
         env: dict[str, str], tmp_path: Path) -> None:
-    said, text = _probe(env, tmp_path, "refingerprint", "")
+    _, text = _probe(env, tmp_path, "refingerprint", "")
     assert load_target(tmp_path / "target.toml").promises.query_in_fingerprint is False, text
     assert "query_in_fingerprint = true" not in text
 

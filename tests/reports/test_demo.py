@@ -103,7 +103,7 @@ def test_the_demo_catches_the_flaw_and_shows_the_fix_holding(demos: dict[str, Sh
     assert shown.seconds < BUDGET
     for page in ("index.html", "flawed/index.html", "fixed/index.html"):
         assert (shown.result.report_dir / page).is_file()
-    assert "<svg class=\"sequence\"" in (shown.result.report_dir / "index.html").read_text()
+    assert "<svg class=\"sequence wide\"" in (shown.result.report_dir / "index.html").read_text()
 
 
 @pytest.mark.parametrize("name", SHOWN)
