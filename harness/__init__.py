@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         prop,
     )
     from harness._client import RecordingClient, Request, RetryPolicy, fingerprint, is_final
+    from harness._commit_proxy import AfterWrite, CommitProxy
     from harness._deployment import Deployment, Instance
     from harness._errors import (
         HarnessError,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from harness._outcomes import RunResult, ScenarioOutcome
     from harness._profiles import Profile, get_profile, in_ci
     from harness._runner import RunConfig, judge, run_scenarios
-    from harness._scenario import Scenario, ScenarioContext
+    from harness._scenario import NotApplicable, Scenario, ScenarioContext
     from harness._target import KeySpec, Promises, Target, load_target
 
 _EXPORTS: dict[str, str] = {
@@ -56,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "RetryPolicy": "harness._client",
     "fingerprint": "harness._client",
     "is_final": "harness._client",
+    "AfterWrite": "harness._commit_proxy",
+    "CommitProxy": "harness._commit_proxy",
     "Deployment": "harness._deployment",
     "Instance": "harness._deployment",
     "HarnessError": "harness._errors",
@@ -83,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "RunConfig": "harness._runner",
     "judge": "harness._runner",
     "run_scenarios": "harness._runner",
+    "NotApplicable": "harness._scenario",
     "Scenario": "harness._scenario",
     "ScenarioContext": "harness._scenario",
     "KeySpec": "harness._target",
@@ -95,9 +99,11 @@ __all__ = [
     "FAULTS",
     "PROPERTIES",
     "SAFETY_PROPERTIES",
+    "AfterWrite",
     "Attempt",
     "CheckOptions",
     "CheckResult",
+    "CommitProxy",
     "Deployment",
     "Event",
     "Fault",
@@ -108,6 +114,7 @@ __all__ = [
     "Instance",
     "KeySpec",
     "Nemesis",
+    "NotApplicable",
     "Note",
     "Profile",
     "Promises",

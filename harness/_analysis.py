@@ -139,6 +139,9 @@ class View:
         self.crashes = [e for e in self.events if e.f == "crash"]
         self.restarts = [e for e in self.events if e.f == "restart"]
         self.nemesis = [e for e in self.events if e.f in ("crash", "restart", "clock")]
+        self.jumps = [e for e in self.events if e.f == "clock"]
+        #: The writes the store proxy saw a watched request commit (``store-write``).
+        self.store_writes = [e for e in self.events if e.f == "store-write"]
         self.fault_windows = self._fault_windows()
         self.store_sizes = [e for e in self.events if e.f == "store-size" and e.type == "ok"]
         self.has_clock_advance = bool(self._clock_times)
@@ -150,6 +153,23 @@ class View:
 
     def target_time(self, event: Event) -> float:
         return event.time + self.clock_offset(event.time)
+
+    def jumps_during(self, attempt: Attempt) -> list[Event]:
+        """Clock jumps made while ``attempt`` was in flight: its own timers (a lease renewal, a
+        heartbeat) saw none of that time pass."""
+        return [j for j in self.jumps if attempt.invoke.time < j.time < attempt.end_time]
+
+    def jumped_between(self, first: float, last: float) -> bool:
+        """Was the clock moved between two history times?"""
+        return any(first < j.time < last for j in self.jumps)
+
+    def moved_while_running(self, indices: Sequence[int]) -> tuple[int, ...]:
+        """The clock jumps among ``indices`` (a finding's evidence) made while a request among
+        them was still in flight: evidence a jump made, that real time might not."""
+        cited = set(indices)
+        attempts = [a for a in self.attempts if a.invoke.index in cited]
+        return tuple(sorted({j.index for a in attempts for j in self.jumps_during(a)
+                             if j.index in cited}))
 
     def keyed(self) -> list[tuple[Identity, list[Attempt]]]:
         """Identities that carried a real key (not keyless, not hostile), in first-use order."""
@@ -231,8 +251,11 @@ class View:
         ]
 
     def evidence(self, attempts: Sequence[Attempt], *extra: int) -> tuple[int, ...]:
-        """The attempts' events, the faults that acted while they ran, and ``extra`` indices."""
+        """The attempts' events, the faults that acted while they ran, the store writes of
+        their keys, and ``extra`` indices."""
         indices: set[int] = set(extra)
+        identities = {attempt.identity for attempt in attempts}
+        indices.update(e.index for e in self.store_writes if e.identity in identities)
         times: list[float] = []
         for attempt in attempts:
             indices.update(attempt.indices)

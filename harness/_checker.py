@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 import traceback
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from harness._analysis import View
@@ -18,6 +18,7 @@ from harness._errors import UsageError
 from harness._findings import Finding, Klass, Note, Verdict, klass_of, merge_verdicts, sort_findings
 from harness._history import Event
 from harness._target import (
+    ErrorPolicy,
     KeylessCounting,
     KeySpec,
     Promises,
@@ -27,6 +28,7 @@ from harness._target import (
 )
 
 __all__ = [
+    "MOVED_CLOCK",
     "PROPERTIES",
     "QUEUE_PROPERTIES",
     "CheckOptions",
@@ -56,14 +58,39 @@ class CheckOptions:
     operations: tuple[tuple[str, str], ...] = ()
     #: An HTTP service's history, or a queue consumer's (judged by ``QUEUE_PROPERTIES``).
     kind: Literal["http", "consumer"] = "http"
+    #: The error policy of each handler fault that has its own (``[[hooks.handler_errors]]``
+    #: ``errors``), by name: a key failed by that fault is judged under it.
+    handler_errors: Mapping[str, ErrorPolicy] = field(default_factory=dict)
+    #: Is a finding whose evidence needs a clock jump made while one of its key's requests ran
+    #: a finding?  A jump is not elapsed time for the target's own timers (a lease renewed
+    #: while the handler runs), so by default such a finding is reported as "seen only with a
+    #: moved clock" until real time confirms it (``CheckResult.unconfirmed``).
+    trust_moved_clock: bool = False
 
     @classmethod
-    def for_target(cls, target: Target, retry_horizon: float = 86400.0) -> CheckOptions:
+    def for_target(cls, target: Target, retry_horizon: float = 86400.0, *,
+                   trust_moved_clock: bool | None = None) -> CheckOptions:
+        """The options ``target``'s file implies.  ``trust_moved_clock`` unset: a jump is
+        trusted unless the target renews its lease while the handler runs (then only real time
+        can let a running request's lease run out)."""
         operations = tuple((o.method.upper(), o.path) for o in target.keyed_operations)
         kind: Literal["http", "consumer"] = (
             "consumer" if getattr(target, "kind", "http") == "consumer" else "http")
+        handler_errors = {f.name: f.errors for f in target.hooks.handler_faults
+                          if f.errors is not None}
+        trust = (not target.promises.lease_renewed if trust_moved_clock is None
+                 else trust_moved_clock)
         return cls(target.promises, retry_horizon, target.key,
-                   keyless_counting(target.effects), operations, kind)
+                   keyless_counting(target.effects), operations, kind, handler_errors, trust)
+
+    def errors_for(self, labels: Iterable[str]) -> ErrorPolicy:
+        """The error policy a key is judged under: that of the handler fault named in one of
+        its requests' labels (``handler:<name>``), else the promised one."""
+        for label in labels:
+            name = label.removeprefix("handler:")
+            if label.startswith("handler:") and name in self.handler_errors:
+                return self.handler_errors[name]
+        return self.promises.errors
 
     def declares(self, method: str | None, path: str | None) -> bool:
         """Is ``method path`` (query string aside) an operation the target says is keyed?  An
@@ -154,6 +181,9 @@ class CheckResult:
     results: dict[str, PropertyResult]
     findings: list[Finding] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    #: Findings seen only with a moved clock (``CheckOptions.trust_moved_clock``), reported as
+    #: notes: a front end that can replay the story in real time may confirm them.
+    unconfirmed: list[Finding] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:
@@ -186,6 +216,37 @@ def check_history(
     registry = QUEUE_PROPERTIES if options.kind == "consumer" else PROPERTIES
     chosen = [registry[p] for p in properties] if properties else registry.specs()
     results = {spec.id: _check_safe(spec, view, options) for spec in chosen}
+    unconfirmed: list[Finding] = []
+    if not options.trust_moved_clock:
+        for pid, result in results.items():
+            results[pid], doubted = _doubt_moved_clock(result, view)
+            unconfirmed += doubted
     findings = sort_findings(f for r in results.values() for f in r.findings)
     notes = [n for r in results.values() for n in r.notes]
-    return CheckResult(results, findings, notes)
+    return CheckResult(results, findings, notes, sort_findings(unconfirmed))
+
+
+#: How a finding seen only with a moved clock is told.
+MOVED_CLOCK = "seen only with a moved clock"
+
+
+def _doubt_moved_clock(result: PropertyResult, view: View) -> tuple[PropertyResult, list[Finding]]:
+    """Set aside the findings whose evidence needs a clock jump made while one of their
+    requests ran: each becomes a note saying so (the verdict no longer fails for it)."""
+    doubted = [f for f in result.findings if view.moved_while_running(f.events)]
+    if not doubted:
+        return result, []
+    firm = tuple(f for f in result.findings if f not in doubted)
+    notes = tuple(result.notes) + tuple(
+        Note(f.property, f.key,
+             f"{MOVED_CLOCK}: {f.message} (the target's clock was moved while a request of this "
+             "key ran, and a jump is not elapsed time for the target's own timers, such as a "
+             "lease renewed while the handler runs; only real time can confirm it)",
+             {"moved_clock": True, "finding": f.to_json()})
+        for f in doubted)
+    if firm:
+        return replace(result, findings=firm, notes=notes), doubted
+    undecided = [n.message for n in notes if n.undecided]
+    verdict: Verdict = "unknown" if undecided else "pass"
+    return replace(result, verdict=verdict, findings=(), notes=notes,
+                   reason="; ".join(undecided) or None), doubted

@@ -26,7 +26,7 @@ import httpx
 import rfc8785
 
 from harness._history import Event, EventType, History
-from harness._target import Endpoint, Promises, Target
+from harness._target import Endpoint, ErrorPolicy, Promises, Target
 
 __all__ = [
     "Client",
@@ -101,18 +101,19 @@ def body_digest(raw: bytes) -> str:
     return hashlib.sha256(_canonical(raw)).hexdigest()[:16]
 
 
-def is_final(event: Event, promises: Promises) -> bool:
+def is_final(event: Event, promises: Promises, *, errors: ErrorPolicy | None = None) -> bool:
     """Did this attempt get an answer a client stops retrying on?
 
-    No answer, the in-progress status, 429, 503 and (unless the target stores errors) other 5xx
-    are all "try again later".
+    No answer, an in-progress status, 429, 503 and (unless the target stores errors) other 5xx
+    are all "try again later".  ``errors`` is the policy of the fault that failed this key's
+    handler, where it differs from ``promises.errors``.
     """
     status = event.status
     if status is None:
         return False
-    if status in (promises.in_progress_status, 429, 503):
+    if promises.says_in_progress(status) or status in (429, 503):
         return False
-    return not (status >= 500 and promises.errors == "release")
+    return not (status >= 500 and (errors or promises.errors) == "release")
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,12 +302,13 @@ class RecordingClient:
     def send_until_answer(
         self, request: Request, *, process: str, policy: RetryPolicy, rng: random.Random,
         first_attempt: int = 1, instance: int = 0, rotate: bool = False,
+        errors: ErrorPolicy | None = None,
     ) -> list[Event]:
         """Retry with the same key until a final answer, the attempt budget or the deadline.
 
         With ``rotate`` each attempt goes to the next instance, so the retries of one key land
         on different server processes, where a claim that is atomic only inside one process
-        gives way.
+        gives way.  ``errors`` is the error policy of the fault that failed the key's handler.
         """
         completions: list[Event] = []
         started = time.monotonic()
@@ -315,7 +317,7 @@ class RecordingClient:
             completion = self.send(request, process=process, attempt=attempt,
                                    instance=target_instance)
             completions.append(completion)
-            if is_final(completion, self.target.promises):
+            if is_final(completion, self.target.promises, errors=errors):
                 break
             if time.monotonic() - started > policy.deadline:
                 break

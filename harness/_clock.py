@@ -1,4 +1,5 @@
-"""The target's clock as the nemesis moves it: one interface, two ways of moving it.
+"""The target's clock as the nemesis moves it: one interface, two ways of moving it, and the
+harness's own account of where it stands.
 
 A target that serves a clock hook moves its own clock when asked (``HookClock``); a target the
 harness starts under libfaketime has it moved from outside (``harness._faketime``).  Scenarios
@@ -6,21 +7,30 @@ and the explorer only ever call ``advance``; the history records ``via`` beside 
 report says which way the clock was moved.  A move from outside can fail unseen (a statically
 linked program ignores ``LD_PRELOAD``), so ``confirm_jump`` asks the target what time it is
 before and after one.
+
+``ClockKeeper`` keeps the sum of every jump, so the harness knows the target's time at every
+step, and puts it back after a restart: a test clock kept in a process's memory starts again
+from real time, and a claim made on the moved clock would then look younger than it is (a
+lease that never runs out).  It reads the restarted target's time where the file says how,
+else trusts what the file says a restart does; otherwise the clock is unknown after a restart
+that followed a jump, and the front ends say so rather than guess.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 
 from harness._target import ClockHook
 
-__all__ = ["HookCall", "HookClock", "TargetClock", "confirm_jump", "target_time"]
+__all__ = ["ClockAfterRestart", "ClockKeeper", "HookCall", "HookClock", "TargetClock",
+           "confirm_jump", "target_time"]
 
 #: How far a confirmed jump may land from where it was aimed: the ``Date`` header has whole
 #: seconds, and the two readings are requests on a shared machine.
@@ -59,15 +69,23 @@ class ClockUnreadable(Exception):
     """The target's answer does not say what time it is there."""
 
 
-def target_time(http: httpx.Client, url: str, *, from_body: bool) -> float:
+def target_time(http: httpx.Client, url: str, *, from_body: bool,
+                field: str | None = None) -> float:
     """The target's current time in Unix seconds: the body of a time endpoint (``from_body``:
-    Unix seconds, or an ISO 8601 or HTTP date), else the answer's ``Date`` header."""
+    Unix seconds, or an ISO 8601 or HTTP date, as text or in the JSON ``field``), else the
+    answer's ``Date`` header."""
     try:
         response = http.get(url)
     except httpx.HTTPError as exc:
         raise ClockUnreadable(f"GET {url} failed ({exc})") from exc
     if from_body:
         text = response.text.strip().strip('"')
+        if field is not None:
+            try:
+                text = str(response.json()[field]).strip()
+            except (ValueError, KeyError, TypeError):
+                raise ClockUnreadable(f"GET {url} answered {response.text[:80]!r}, a JSON object "
+                                      f"without the field {field!r}") from None
         try:
             return float(text)
         except ValueError:
@@ -110,3 +128,88 @@ def confirm_jump(clock: TargetClock, seconds: float, read: Callable[[], float]) 
     except ClockUnreadable as exc:
         return (f"the harness cannot tell whether the target's clock moved: {exc}; declare a "
                 "time endpoint ([clock] check = \"/time\")")
+
+
+RestartOutcome = Literal["kept", "restored", "ahead", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClockAfterRestart:
+    """Where a restarted target's clock stood, and what the harness did about it.
+
+    ``kept``: it still had every jump; ``restored``: it had gone back ``seconds`` and was moved
+    forward again; ``ahead``: it was ``seconds`` ahead of the harness's account (taken into the
+    account, since a clock cannot be moved back); ``unknown``: nothing tells, after jumps."""
+
+    outcome: RestartOutcome
+    seconds: float = 0.0
+    reason: str = ""
+
+    def describe(self) -> dict[str, object]:
+        data: dict[str, object] = {"clock": self.outcome}
+        if self.seconds:
+            data["clock_seconds"] = round(self.seconds, 3)
+        if self.reason:
+            data["clock_reason"] = self.reason
+        return data
+
+
+class ClockKeeper:
+    """The harness's account of one deployment's clock: every jump, kept across restarts.
+
+    ``read`` asks the target its time (Unix seconds); ``restart_resets`` is what the target
+    file says a restart does when the time cannot be read; ``survives`` is true for a clock
+    moved from outside, whose offset file outlives any process.
+    """
+
+    def __init__(self, clock: TargetClock, *, read: Callable[[], float] | None = None,
+                 restart_resets: bool | None = None, survives: bool = False) -> None:
+        self.clock = clock
+        self.moved = 0.0  # seconds the harness moved the clock, in all
+        self._read = read
+        self._restart_resets = restart_resets
+        self._survives = survives
+        self.trusted = True  # false once a restart left the clock unknown
+
+    @property
+    def knows_restarts(self) -> bool:
+        """Can the harness tell the clock after any restart?"""
+        return self._survives or self._read is not None or self._restart_resets is not None
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.moved += seconds
+
+    def after_restart(self) -> ClockAfterRestart:
+        """Bring a restarted target's clock back to the harness's account, or say why not."""
+        if self._survives or not self.moved:
+            return ClockAfterRestart("kept")
+        if self._read is not None:
+            return self._corrected()
+        if self._restart_resets is True:
+            self.clock.advance(self.moved)
+            return ClockAfterRestart("restored", self.moved,
+                                     "the target file says a restart resets its clock")
+        if self._restart_resets is False:
+            return ClockAfterRestart("kept")
+        self.trusted = False
+        return ClockAfterRestart(
+            "unknown", reason=f"the clock had been moved {self.moved:g} s and nothing says "
+            "whether the restart put it back: declare [hooks.clock] read (a path answering "
+            "its time) or restart_resets")
+
+    def _corrected(self) -> ClockAfterRestart:
+        assert self._read is not None
+        try:
+            drift = self._read() - (time.time() + self.moved)
+        except ClockUnreadable as exc:
+            self.trusted = False
+            return ClockAfterRestart("unknown", reason=f"its time could not be read: {exc}")
+        if abs(drift) <= JUMP_TOLERANCE:
+            return ClockAfterRestart("kept")
+        if drift < 0:
+            self.clock.advance(-drift)
+            return ClockAfterRestart("restored", -drift, "its time, read after the restart, "
+                                                         "had gone back")
+        self.moved += drift
+        return ClockAfterRestart("ahead", drift, "its time, read after the restart, was ahead")

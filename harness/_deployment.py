@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +23,23 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness._clock import HookCall, HookClock, TargetClock, confirm_jump, target_time
+from harness._clock import (
+    ClockAfterRestart,
+    ClockKeeper,
+    HookCall,
+    HookClock,
+    TargetClock,
+    confirm_jump,
+    target_time,
+)
+from harness._commit_proxy import CommitProxy
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._faketime import FaketimeClock
 from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
 from harness._processes import ManagedProcess
 from harness._recorder import Recorder
+from harness._store_size import read_store_size
 from harness._target import (
     HttpEffects,
     RecorderEffects,
@@ -98,6 +108,9 @@ class Deployment:
         self.run_id = uuid.uuid4().hex[:8]
         self.instances: list[Instance] = []
         self.store_proxy: ToxiproxyProxy | None = None
+        #: The proxy that reads the store's protocol, behind Toxiproxy's store proxy, when
+        #: ``[store_proxy] protocol`` names one.
+        self.commit_proxy: CommitProxy | None = None
         self.recorder: Recorder | None = None
         self.oracle: EffectOracle | None = None
         self._wanted = instances
@@ -105,6 +118,8 @@ class Deployment:
         self._hooks_http = httpx.Client(timeout=10.0)
         self._faketime: FaketimeClock | None = None
         self.clock: TargetClock | None = None
+        #: Every jump the harness made, kept across restarts (``ClockKeeper``).
+        self.clock_keeper: ClockKeeper | None = None
         #: Why a capability the target file declares is not there after all (``clock``: the
         #: target did not see a jump made from outside), for the scenarios that need it.
         self.missing: dict[str, str] = {}
@@ -136,6 +151,11 @@ class Deployment:
             if store.picks_port:  # the target starts its database on the port chosen here
                 values["store_port"] = free_port()
                 upstream = str(render_template(upstream, values))
+            if store.reads_writes:  # target -> Toxiproxy -> the protocol's proxy -> store
+                assert store.protocol != "tcp"
+                require_loopback(upstream, allow_remote=self.allow_remote)
+                self.commit_proxy = CommitProxy(upstream, store.protocol).start()
+                upstream = self.commit_proxy.listen
             self.store_proxy = self.toxiproxy.client.create_proxy(
                 f"idem-{self.run_id}-store", upstream)
             values["store_proxy"] = self.store_proxy.listen
@@ -143,12 +163,25 @@ class Deployment:
         if self.target.clock is not None:
             self._faketime = FaketimeClock(self.workdir / "clock")
             self.clock = self._faketime
+            self.clock_keeper = ClockKeeper(self._faketime, survives=True)
         elif self.target.hooks.clock is not None:
-            self.clock = HookClock(self.target.hooks.clock, self._hook)
+            hook = self.target.hooks.clock
+            self.clock = HookClock(hook, self._hook)
+            self.clock_keeper = ClockKeeper(self.clock, read=self._clock_reader(),
+                                            restart_resets=hook.restart_resets)
         self.ensure_instances(self._wanted)
         if self._faketime is not None:
             self._confirm_clock()
         self.oracle = self._make_oracle()
+
+    def _clock_reader(self) -> Callable[[], float] | None:
+        """How to ask the target its time, when its clock hook says (``read``)."""
+        hook = self.target.hooks.clock
+        if hook is None or hook.read is None:
+            return None
+        path, field = hook.read, hook.read_field
+        return lambda: target_time(self._hooks_http, self.instances[0].direct_url + path,
+                                   from_body=True, field=field)
 
     def _confirm_clock(self) -> None:
         """Move the clock from outside once and ask the target whether it saw the jump; when
@@ -162,6 +195,7 @@ class Deployment:
             lambda: target_time(self._hooks_http, url, from_body=check is not None))
         if problem is not None:
             self.clock = None
+            self.clock_keeper = None
             self.missing["clock"] = problem
             self.target = self.target.without_clock_from_outside()
 
@@ -253,6 +287,9 @@ class Deployment:
             with suppress(ServiceError):
                 self.store_proxy.delete()
             self.store_proxy = None
+        if self.commit_proxy is not None:
+            self.commit_proxy.close()
+            self.commit_proxy = None
         if self.oracle is not None:
             self.oracle.close()
             self.oracle = None
@@ -276,22 +313,31 @@ class Deployment:
         with self._process_lock:
             process.kill()
 
-    def restart(self, number: int = 0) -> None:
-        """Start instance ``number`` again on the same port, behind the same proxy."""
-        self._start_again(self._managed(number))
+    def restart(self, number: int = 0) -> ClockAfterRestart:
+        """Start instance ``number`` again on the same port, behind the same proxy, its clock
+        brought back to the harness's account."""
+        return self._start_again(self._managed(number))
 
-    def start_again(self, number: int) -> None:
+    def start_again(self, number: int) -> ClockAfterRestart:
         """Start instance ``number`` again after it exited by itself; unlike ``restart`` this
         does not ask for a restartable target: the harness started it and the run goes on."""
         process = self.instances[number].process
-        if process is not None:
-            self._start_again(process)
+        if process is None:
+            return ClockAfterRestart("kept")
+        return self._start_again(process)
 
-    def _start_again(self, process: ManagedProcess) -> None:
+    def _start_again(self, process: ManagedProcess) -> ClockAfterRestart:
         with self._process_lock:
             if process.running():
                 process.kill()
             process.start()
+        return (self.clock_keeper.after_restart() if self.clock_keeper is not None
+                else ClockAfterRestart("kept"))
+
+    @property
+    def clock_known(self) -> bool:
+        """Does the harness know the target's clock (no restart has left it unknown)?"""
+        return self.clock_keeper is None or self.clock_keeper.trusted
 
     def wait_for_exit(self, number: int = 0, *, timeout: float = 10.0) -> bool:
         """Wait for the instance to die by itself (a crash hook fired); True if it did."""
@@ -327,6 +373,10 @@ class Deployment:
             if instance.process is not None and not instance.process.running():
                 self._start_again(instance.process)
 
+    def check_restartable(self, number: int = 0) -> None:
+        """Refuse now, with the fix, what ``kill`` and ``restart`` of ``number`` would refuse."""
+        self._managed(number)
+
     def _managed(self, number: int) -> ManagedProcess:
         process = self.instances[number].process
         if process is None or not self.target.can_restart:
@@ -353,29 +403,17 @@ class Deployment:
                                f"{self.target.source}") from exc
 
     def advance_clock(self, seconds: float) -> None:
-        if self.clock is None:
+        if self.clock_keeper is None:
             raise UsageError(self.missing.get("clock")
                              or f"target {self.target.name} has no clock the harness can move")
-        self.clock.advance(seconds)
+        self.clock_keeper.advance(seconds)
 
     def store_size(self) -> dict[str, int]:
-        return read_store_size(self.target, self._hook)
+        return read_store_size(self.target, self._hook, self._values,
+                               allow_remote=self.allow_remote)
 
     def cleanup(self) -> None:
         run_cleanup(self.target, self._hook)
-
-
-def read_store_size(target: Target, call: HookCall) -> dict[str, int]:
-    """The key table's size through ``[hooks.store_size]``: rows, and keys in progress when the
-    hook says where that count is.  HTTP targets and consumers share it."""
-    hook = target.hooks.store_size
-    if hook is None:
-        raise UsageError(f"target {target.name} has no store_size hook")
-    data = call(hook.method, hook.path, None, {})
-    size = {"rows": int(data[hook.rows])}
-    if hook.in_progress:
-        size["in_progress"] = int(data[hook.in_progress])
-    return size
 
 
 def run_cleanup(target: Target, call: HookCall) -> None:

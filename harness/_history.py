@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 __all__ = [
     "NEMESIS",
     "ORACLE",
+    "STORE",
     "Event",
     "EventType",
     "History",
@@ -29,6 +30,8 @@ __all__ = [
 EventType = Literal["invoke", "ok", "fail", "info"]
 NEMESIS = "nemesis"
 ORACLE = "oracle"
+#: The process of ``store-write`` events: the target's writes the store proxy saw committed.
+STORE = "store"
 
 
 @dataclass(frozen=True, slots=True)

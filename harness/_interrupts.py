@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
 __all__ = ["SIGNAL_CHECK_SECONDS", "Interrupted", "StopRequest", "each_as_done",
-           "interrupt_on_signals"]
+           "interrupt_on_signals", "signals_deferred"]
 
 #: How often a thread waiting for worker threads wakes.  The kernel may hand Ctrl-C to any
 #: thread; Python then only notes it for the main thread, which acts on it when it next runs:
@@ -55,6 +56,11 @@ class StopRequest:
         if self._signum is not None:
             raise Interrupted(self._signum)
 
+    @property
+    def pending(self) -> Interrupted | None:
+        """The interruption asked for, if any."""
+        return None if self._signum is None else Interrupted(self._signum)
+
 
 def each_as_done(pending: Iterable[Future[Any]],
                  record: Callable[[Future[Any]], None] | None = None, *,
@@ -82,3 +88,25 @@ def interrupt_on_signals() -> None:
         return
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[StopRequest]:
+    """Hold SIGINT and SIGTERM back while the block runs (the last report files are being
+    written: a signal now must not leave them half-done); the returned ``StopRequest`` has
+    ``check`` raise the ``Interrupted`` that arrived meanwhile, if one did.  Outside the main
+    thread, where signals never arrive, it changes nothing."""
+    held = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.stop(Interrupted(signum))
+
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield held
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

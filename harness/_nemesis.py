@@ -15,9 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from harness._clock import ClockAfterRestart
+from harness._commit_proxy import AfterWrite, Watch, WriteSeen
 from harness._deployment import Deployment
 from harness._errors import UsageError
-from harness._history import NEMESIS, History
+from harness._history import NEMESIS, STORE, History
 from harness._toxiproxy import Stream, Toxic, ToxiproxyProxy
 
 __all__ = ["FAULTS", "Fault", "Nemesis", "fault_named"]
@@ -169,10 +171,82 @@ class Nemesis:
                             value={"instance": instance, "code": code, "scenario": scenario})
 
     def restart(self, instance: int = 0) -> None:
-        self.deployment.restart(instance)
-        self.history.record("info", "restart", NEMESIS, value={"instance": instance})
+        self.restarted(instance, self.deployment.restart(instance))
+
+    def restarted(self, instance: int, clock: ClockAfterRestart) -> None:
+        """Record a restart, with where the target's clock stood after it; a clock found
+        ahead of the harness's account is also a jump the judge must count."""
+        self.history.record("info", "restart", NEMESIS,
+                            value={"instance": instance, **clock.describe()})
+        if clock.outcome == "ahead":
+            self.history.record("info", "clock", NEMESIS,
+                                value={"seconds": clock.seconds, "via": "restart"})
 
     def advance_clock(self, seconds: float) -> None:
         self.deployment.advance_clock(seconds)
         via = self.deployment.clock.via if self.deployment.clock else None
         self.history.record("info", "clock", NEMESIS, value={"seconds": seconds, "via": via})
+
+    # ---- faults at a write (the store proxy that reads the protocol) ------------------------
+
+    @contextmanager
+    def watching_writes(self, key: str, tenant: str | None, *, plan: AfterWrite | None = None,
+                        instance: int = 0) -> Iterator[Watch]:
+        """Count the writes of the request with ``key`` while the block runs, each recorded as
+        a ``store-write`` event, and strike as ``plan`` says; a planned fault that did not
+        strike by the end of the block is recorded as ``store-fault-missed``."""
+        proxy = self.deployment.commit_proxy
+        if proxy is None:
+            raise UsageError(f"target {self.deployment.target.name} has no store proxy that "
+                             "reads its protocol; set [store_proxy] protocol")
+        if plan is not None and plan.fault == "kill":
+            self.deployment.check_restartable(instance)
+        listener = _WriteRecorder(self, proxy.protocol, instance)
+        with proxy.watching(key, tenant, listener, plan=plan) as watch:
+            yield watch
+            proxy.settle(watch)
+        if watch.missed:
+            assert plan is not None
+            self.history.record("info", "store-fault-missed", NEMESIS, key=key, tenant=tenant,
+                                value={**_planned(plan), "writes": len(watch.writes)})
+
+
+def _planned(plan: AfterWrite) -> dict[str, object]:
+    """A fault at a write as the history names it: ``cut-after-write``, the write, the hold."""
+    return {"fault": f"{plan.fault}-after-write", "where": "store", "after_write": plan.write,
+            **({"hold": plan.hold} if plan.fault == "hold" else {})}
+
+
+class _WriteRecorder:
+    """Writes a watch's writes and its strike into the history, from the proxy's thread; for
+    ``kill`` it kills the target before the acknowledgement is dropped."""
+
+    def __init__(self, nemesis: Nemesis, protocol: str, instance: int) -> None:
+        self.nemesis = nemesis
+        self.protocol = protocol
+        self.instance = instance
+
+    def wrote(self, watch: Watch, write: WriteSeen) -> None:
+        self.nemesis.history.record("ok", "store-write", STORE, key=watch.key,
+                                    tenant=watch.tenant,
+                                    value={**write.describe(), "protocol": self.protocol})
+
+    def striking(self, watch: Watch, write: WriteSeen) -> None:
+        assert watch.plan is not None
+        where = {**_planned(watch.plan), **write.describe()}
+        history = self.nemesis.history
+        if watch.plan.fault == "kill":
+            self.nemesis.deployment.kill(self.instance)
+            history.record("info", "crash", NEMESIS, key=watch.key, tenant=watch.tenant,
+                           value={"how": f"SIGKILL after store write {write.number}",
+                                  "instance": self.instance, **where})
+        else:
+            history.record("info", "fault", NEMESIS, key=watch.key, tenant=watch.tenant,
+                           value=where)
+
+    def released(self, watch: Watch, write: WriteSeen) -> None:
+        assert watch.plan is not None
+        if watch.plan.fault != "kill":
+            self.nemesis.history.record("info", "heal", NEMESIS, key=watch.key,
+                                        tenant=watch.tenant,
+                                        value={**_planned(watch.plan), **write.describe()})

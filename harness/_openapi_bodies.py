@@ -28,11 +28,13 @@ _DEFAULT_BODY = {"amount": "{amount}", "currency": "usd"}
 
 @dataclass
 class BodyDraft:
-    """The template, a note per field that matters, and values the schema says are invalid."""
+    """The template, a note per field that matters, values the schema says are invalid, and
+    the other values a top-level field may take (its ``enum``)."""
 
     template: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     invalid_values: dict[str, list[Any]] = field(default_factory=dict)
+    valid_values: dict[str, list[Any]] = field(default_factory=dict)
     #: True when a value could not be chosen from the schema: the user must look.
     needs_attention: bool = False
 
@@ -151,6 +153,11 @@ def _value(name: str, schema: Any, state: _State, depth: int) -> Any:
         return "FILL-IN"
     schema = _merged(schema)
     kind = _kind(schema)
+    enum = schema.get("enum")
+    if isinstance(enum, list) and "." not in name and "[" not in name:
+        values = [e for e in enum if e is not None]
+        if len(values) > 1:  # each is changed to alone, one factor at a time (key-reuse)
+            state.draft.valid_values[name] = values
     if kind == "object":
         known, example = _example(schema)
         if known and isinstance(example, Mapping) and not schema.get("properties"):

@@ -28,8 +28,11 @@ __all__ = [
     "NotCountable",
     "RecorderOracle",
     "SqlOracle",
+    "latin1_spelling",
     "record_effects",
     "record_total",
+    "sql_count",
+    "sql_rows",
 ]
 
 
@@ -148,22 +151,10 @@ class SqlOracle:
             require_loopback(spec.dsn, allow_remote=allow_remote)
 
     def _rows(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        if self._spec.dsn.startswith("sqlite:///"):
-            named = query.replace("%(tenant)s", ":tenant").replace("%(key)s", ":key")
-            with sqlite3.connect(self._spec.dsn.removeprefix("sqlite:///"), timeout=10) as conn:
-                return conn.execute(named, params).fetchall()
-        with psycopg.connect(self._spec.dsn, connect_timeout=10) as conn:
-            return conn.execute(query, params).fetchall()
+        return sql_rows(self._spec.dsn, query, params)
 
     def _count(self, query: str, params: dict[str, Any]) -> int:
-        try:
-            rows = self._rows(query, params)
-            return _checked_count(rows[0][0]) if rows else 0
-        except (sqlite3.Error, psycopg.Error, ValueError, IndexError) as exc:
-            raise ServiceError(
-                f"the effects query failed for {params}: {exc}; check [effects] dsn and query "
-                "in the target file"
-            ) from exc
+        return sql_count(self._spec.dsn, query, params, where="[effects] dsn and query")
 
     def count(self, tenant: str | None, key: str | None) -> EffectCount:
         params = {"tenant": tenant, "key": key}
@@ -192,6 +183,28 @@ class SqlOracle:
 
     def close(self) -> None:
         pass
+
+
+def sql_rows(dsn: str, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows ``query`` answers over ``dsn`` (PostgreSQL, or SQLite with ``%(name)s``
+    parameters rewritten to its ``:name``)."""
+    if dsn.startswith("sqlite:///"):
+        named = query.replace("%(tenant)s", ":tenant").replace("%(key)s", ":key")
+        with sqlite3.connect(dsn.removeprefix("sqlite:///"), timeout=10) as conn:
+            return conn.execute(named, dict(params)).fetchall()
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        return conn.execute(query, dict(params)).fetchall()
+
+
+def sql_count(dsn: str, query: str, params: Mapping[str, Any], *, where: str) -> int:
+    """The count in the first column of ``query``'s first row; a failure names ``where`` in
+    the target file to check."""
+    try:
+        rows = sql_rows(dsn, query, params)
+        return _checked_count(rows[0][0]) if rows else 0
+    except (sqlite3.Error, psycopg.Error, ValueError, IndexError) as exc:
+        raise ServiceError(f"the query failed for {dict(params)}: {exc}; check {where} in the "
+                           "target file") from exc
 
 
 class RecorderOracle:
@@ -223,6 +236,10 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     """
     try:
         counted = oracle.count(tenant, key)
+        spelled = latin1_spelling(key)
+        asked = key
+        if counted.count == 0 and spelled is not None:
+            counted, asked = oracle.count(tenant, spelled), spelled
     except NotCountable as exc:
         history.record("info", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
         return
@@ -232,7 +249,19 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     value: dict[str, Any] = {"count": counted.count}
     if counted.ids is not None:
         value["ids"] = list(counted.ids)
+    if asked != key and counted.count:
+        value["asked_as"] = asked  # the server holds the key under this spelling
     history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
+
+
+def latin1_spelling(key: str | None) -> str | None:
+    """The spelling a server that decodes header bytes as latin-1 (WSGI by PEP 3333,
+    Starlette, Node) gives a key the harness sent as UTF-8, when it differs: ``clé`` arrives
+    as ``clÃ©``.  Its effects are counted under that spelling when none are under the sent
+    one."""
+    if key is None or key.isascii():
+        return None
+    return key.encode("utf-8").decode("latin-1")
 
 
 def record_total(history: History, oracle: EffectOracle) -> None:

@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
+from harness._clock import ClockAfterRestart
 from harness._deployment import Deployment, Instance
 from harness._errors import HarnessError, ServiceError
 from harness._interrupts import StopRequest, each_as_done
@@ -76,6 +77,7 @@ class Lane(Deployment):
     def __init__(self, whole: Deployment, name: str) -> None:  # a view: no Deployment start
         self.__dict__.update(whole.__dict__)
         self.store_proxy = None
+        self.commit_proxy = None
         self.instances = []
         try:
             for instance in whole.instances:
@@ -102,7 +104,7 @@ class Lane(Deployment):
     def kill(self, number: int = 0) -> None:
         raise WholeTargetNeeded("kill the target")
 
-    def restart(self, number: int = 0) -> None:
+    def restart(self, number: int = 0) -> ClockAfterRestart:
         raise WholeTargetNeeded("restart the target")
 
     def wait_for_exit(self, number: int = 0, *, timeout: float = 10.0) -> bool:

@@ -365,8 +365,9 @@ class _Observer:
 
     def _compare(self, field: str, observed: Any, note: str) -> Observation:
         declared = getattr(self.promises, field)
-        return Observation("promises", field, "confirmed" if declared == observed else "learned",
-                           note, observed)
+        same = (observed in self.promises.in_progress_statuses if field == "in_progress_status"
+                else declared == observed)
+        return Observation("promises", field, "confirmed" if same else "learned", note, observed)
 
     def _meet_in_progress(self) -> tuple[Event, float] | None:
         """A retry that met its original still running, and how long it took; None if none

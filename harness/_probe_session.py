@@ -145,7 +145,7 @@ class ProbeSession:
         """True once the target reports a key in progress; False (after a short pause) when it
         cannot say."""
         hook = self.target.hooks.store_size
-        if hook is None or not hook.in_progress:
+        if hook is None or not hook.reports_in_progress:
             time.sleep(0.3)
             return False
         deadline = time.monotonic() + timeout
@@ -179,6 +179,15 @@ class ProbeSession:
         if keyless is not None:
             counted[None] = keyless
         expected = {k: int(ok) for k, ok in answered.items()}
+        for key in [k for k in expected if k is not None and not k.isascii()]:
+            if expected[key] and counted.get(key) == 0:
+                # Header bytes decoded as latin-1 (WSGI, Starlette, Node) store another
+                # spelling of the key than the UTF-8 one the effects query asks about.
+                problems.append(f"{_shown(key)}: answered 2xx, and the effects query finds no "
+                                "charge under its UTF-8 spelling; the server may hold it under "
+                                "another (header bytes read as latin-1), so whether it charged "
+                                "is unknown")
+                del expected[key], counted[key]
         return ProbeEffects(counted, expected, tuple(problems))
 
     def _keyless_charges(self, problems: list[str]) -> int | None:

@@ -109,6 +109,10 @@ class ManagedProcess:
                 f"{_why_not_ready(exc, self._start_timeout)}; {self._output_said()}",
                 f"run the command by hand to see why: {shlex.join(self.command)}",
             ) from exc
+        except BaseException:  # Ctrl-C while it started: leave no process holding the port
+            self._executor = executor
+            self.kill()
+            raise
         self._executor = executor
         self._group = executor.process.pid if executor.process else None  # mirakuru: setsid
         self._leader_started = _started_at(self._group)

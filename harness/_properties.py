@@ -18,7 +18,7 @@ from harness._client import is_final
 from harness._durations import format_duration
 from harness._findings import Finding, Note
 from harness._history import Event
-from harness._target import LEASE_SLACK, split_route
+from harness._target import LEASE_SLACK, ErrorPolicy, split_route
 
 __all__: list[str] = []
 
@@ -43,6 +43,22 @@ def _story(attempts: list[Attempt], view: View) -> str:
         during = f" during {', '.join(faults)}" if faults else ""
         parts.append(attempt.describe() + during)
     return "; ".join(parts)
+
+
+def _errors(attempts: list[Attempt], options: CheckOptions) -> ErrorPolicy:
+    """The error policy the key is judged under (a handler fault may have its own)."""
+    return options.errors_for(a.label for a in attempts)
+
+
+def _final(attempt: Attempt, errors: ErrorPolicy, options: CheckOptions) -> bool:
+    """A final answer for a key judged under ``errors``: one a client stops retrying on, and
+    a stored error replayed (marked as such), whatever its status."""
+    completion = attempt.completion
+    if completion is None:
+        return False
+    stored_error = (errors == "store" and attempt.status is not None and attempt.status >= 500
+                    and options.promises.marks_replay(attempt.headers))
+    return stored_error or is_final(completion, options.promises, errors=errors)
 
 
 def _same_response(a: Attempt, b: Attempt) -> bool:
@@ -132,20 +148,32 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
         epochs = view.epochs(attempts, options.promises.retention)
         if len(epochs) == 1:
             yield from _charged_behind_an_error(view, shown, identity, attempts, options)
-        for epoch in epochs:
+        for number, epoch in enumerate(epochs):
             successes = [a for a in epoch if a.ok]
             if not successes:
                 continue
             effects = _effects(view, identity)
-            resources = sorted({a.resource for a in successes if a.resource})
+            # An answer that came after the next window began may be that window's (a late
+            # original answered with the replay of what a retry executed after the retention):
+            # only answers within one window are compared.
+            closes = epochs[number + 1][0].start if number + 1 < len(epochs) else None
+            pinned = [a for a in successes
+                      if closes is None or (a.end is not None and a.end < closes)]
+            resources = sorted({a.resource for a in pinned if a.resource})
             if len(resources) > 1:
                 yield Finding(
                     "P2", shown,
                     f"successful answers for key {shown} name {len(resources)} different "
                     f"resources ({', '.join(resources)}): {_story(epoch, view)}. The client "
                     "cannot tell which charge is real.",
-                    view.evidence(successes, effects.index),
+                    view.evidence(pinned, effects.index),
                 )
+            if effects.count == 0 and _spelled_otherwise(identity):
+                raise Inconclusive(
+                    f"key {shown} was answered {successes[0].status} but the effects oracle "
+                    "finds no charge under it: the key has characters outside ASCII, which a "
+                    "server reading header bytes as latin-1 stores under another spelling, so "
+                    "whether the outcome is lost is unknown")
             if effects.count == 0:
                 yield Finding(
                     "P2", shown,
@@ -165,16 +193,24 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
                     )
 
 
+def _spelled_otherwise(identity: Identity) -> bool:
+    """Might the server hold this key under another spelling than the one sent?  Header values
+    are bytes: WSGI, Starlette and Node decode them as latin-1, so a key with characters
+    outside ASCII reaches the service (and its effects query) spelled otherwise."""
+    key = identity[1] or ""
+    return not key.isascii()
+
+
 def _charged_behind_an_error(view: View, shown: str, identity: Identity,
                              attempts: list[Attempt], options: CheckOptions) -> Iterator[Finding]:
     """A key whose final answer was an error (a stored 5xx, a 4xx) must have charged nothing:
     the client was told the charge failed and will never look for it."""
-    answered = [a.completion for a in attempts if a.completion and a.status is not None]
+    answered = [a for a in attempts if a.completion and a.status is not None]
     if not answered or any(a.ok for a in attempts):
         return
     last = answered[-1]
     refused = last.status in (options.promises.mismatch_status, DRAFT_MISSING_KEY)
-    if refused or not is_final(last, options.promises):
+    if refused or not _final(last, _errors(attempts, options), options):
         return
     effects = _effects(view, identity)
     if effects.count:
@@ -186,11 +222,12 @@ def _charged_behind_an_error(view: View, shown: str, identity: Identity,
         )
 
 
-def _stored_answer(attempt: Attempt, options: CheckOptions) -> bool:
+def _stored_answer(attempt: Attempt, options: CheckOptions, errors: ErrorPolicy) -> bool:
     """Is this final answer one the target promises to store and replay?  A 2xx always is; a
-    5xx only when errors are stored; a 4xx only when validation errors are declared stored
-    (Stripe-style services answer a bad request again without storing it); a refusal of the
-    key (the mismatch or in-progress status) is never a stored response."""
+    5xx only when errors are stored (``errors``: the key's policy); a 4xx only when validation
+    errors are declared stored (Stripe-style services answer a bad request again without
+    storing it); a refusal of the key (the mismatch or in-progress status) is never a stored
+    response."""
     status = attempt.status
     promises = options.promises
     if status is None:
@@ -198,8 +235,8 @@ def _stored_answer(attempt: Attempt, options: CheckOptions) -> bool:
     if 200 <= status < 300:
         return True
     if status >= 500:
-        return promises.errors == "store"
-    refusals = {promises.mismatch_status, promises.in_progress_status}
+        return errors == "store"
+    refusals = {promises.mismatch_status, *promises.in_progress_statuses}
     return status not in refusals and promises.validation_errors == "stored"
 
 
@@ -218,23 +255,25 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
                           f"({promises.replay_header}: {first.header(promises.replay_header or '')}"
                           ") although nothing was stored yet",
                           view.evidence([first]))
+        errors = _errors(attempts, options)
         for epoch in view.epochs(attempts, promises.retention):
             groups: dict[str | None, list[Attempt]] = defaultdict(list)
             for attempt in epoch:
-                if attempt.completion is not None and is_final(attempt.completion, promises):
+                if _final(attempt, errors, options):
                     groups[attempt.invoke.fingerprint].append(attempt)
             reference_fp = epoch[0].invoke.fingerprint
             for fingerprint, finals in groups.items():
                 if fingerprint != reference_fp or len(finals) < 2:
                     continue
-                yield from _replays_match(view, shown, finals, options)
+                yield from _replays_match(view, shown, finals, options, errors)
 
 
 def _released_error_replayed(view: View, shown: str, attempts: list[Attempt],
                              options: CheckOptions) -> Iterator[Finding]:
-    """With ``errors = "release"`` a failed handler's 5xx is not stored: a retry must run
-    again, not receive the same error (marked as a replay, or every time)."""
-    if options.promises.errors != "release":
+    """With ``errors = "release"`` (the key's policy) a failed handler's 5xx is not stored: a
+    retry must run again, not receive the same error (marked as a replay, or as the very next
+    answer, whatever the later retries got)."""
+    if _errors(attempts, options) != "release":
         return
     for failed in (a for a in attempts if a.label.startswith("handler:")):
         if failed.status is None or failed.status < 500:
@@ -242,19 +281,19 @@ def _released_error_replayed(view: View, shown: str, attempts: list[Attempt],
         retries = [a for a in attempts if a.invoke.time > failed.end_time and a.answered]
         same = [a for a in retries if a.status == failed.status and a.digest == failed.digest]
         marked = [a for a in same if options.promises.marks_replay(a.headers)]
-        if marked or (same and len(same) == len(retries)):
+        if marked or (same and same[0] is retries[0]):
             yield Finding("P3", shown,
                           f"after the handler failed with {failed.status}, {len(same)} retries "
                           f"of key {shown} got the same {failed.status} back"
                           + (" marked as a replay" if marked else "")
-                          + ": the target promises to release the key after an error "
+                          + ": the target promises to release the key after this error "
                             "(errors = \"release\"), so a retry must run again",
                           view.evidence([failed, *same[:3]]))
             return
 
 
 def _replays_match(view: View, shown: str, finals: list[Attempt],
-                   options: CheckOptions) -> Iterator[Finding]:
+                   options: CheckOptions, errors: ErrorPolicy) -> Iterator[Finding]:
     """Compare every final answer with the original one.  Concurrent copies complete in any
     order, so the original is the one not marked as a replay (when the target marks them),
     else the first to complete.  Only an answer the target stores can be replayed: a refusal
@@ -267,7 +306,7 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
 
     unmarked = [a for a in finals if not marked(a)]
     reference = min(unmarked or finals, key=lambda a: a.end_time)
-    if not _stored_answer(reference, options):
+    if not _stored_answer(reference, options, errors):
         return
     for replay in (a for a in finals if a is not reference):
         if replay.resource and reference.resource and replay.resource != reference.resource:
@@ -318,17 +357,18 @@ def _excerpt(attempt: Attempt, length: int = 60) -> str:
 def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     promises = options.promises
     mismatch = promises.mismatch_status
-    transient = {promises.in_progress_status, 429, 503} - {mismatch}
+    transient = {*promises.in_progress_statuses, 429, 503} - {mismatch}
     if mismatch != DRAFT_MISMATCH and any(a.invoke.fingerprint for a in view.attempts):
         yield Note("P4", None, f"the target promises {mismatch} for a reused key where the "
                                f"IETF draft says {DRAFT_MISMATCH}")
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
         yield from _refused_as_a_reuse_at_once(view, identity, attempts, options)
+        errors = _errors(attempts, options)
         for epoch in view.epochs(attempts, promises.retention):
             # Reuse is judged against the first answer the target stored: before it (a lost
             # request, a refusal, a released error) the key may still be free.
-            original = next((a for a in epoch if _stored_answer(a, options)), None)
+            original = next((a for a in epoch if _stored_answer(a, options, errors)), None)
             if original is None:
                 continue
             for attempt in epoch:
@@ -342,7 +382,7 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                 if not same and not promises.query_in_fingerprint and _changes(
                         original, attempt) == ["query"]:
                     continue  # not a different request by the target's promise; P1 judges it
-                ambiguous = mismatch == promises.in_progress_status
+                ambiguous = promises.says_in_progress(mismatch)
                 if same and status == mismatch and not ambiguous:
                     yield Finding(
                         "P4", shown,
@@ -371,7 +411,7 @@ def _refused_as_a_reuse_at_once(view: View, identity: Identity, attempts: list[A
     promises = options.promises
     first = attempts[0]
     if (first.status != promises.mismatch_status
-            or promises.mismatch_status == promises.in_progress_status
+            or promises.says_in_progress(promises.mismatch_status)
             or any(a.invoke.time < first.end_time for a in attempts[1:])):
         return
     tenant, key = identity
@@ -431,11 +471,12 @@ def _difference(original: Attempt, reuse: Attempt) -> str:
 @prop("P5", "a retry while the original runs gets 409 (or waits for the replay)")
 def in_flight_retry(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     promises = options.promises
-    if promises.in_progress == "conflict" and promises.in_progress_status != DRAFT_IN_PROGRESS \
-            and any(a.status == promises.in_progress_status for a in view.attempts):
-        yield Note("P5", None, f"the target promises {promises.in_progress_status} for a key "
-                               f"still in progress where the IETF draft says "
-                               f"{DRAFT_IN_PROGRESS}")
+    statuses = sorted(promises.in_progress_statuses)
+    if promises.in_progress == "conflict" and statuses != [DRAFT_IN_PROGRESS] \
+            and any(promises.says_in_progress(a.status) for a in view.attempts):
+        shown_statuses = " or ".join(str(s) for s in statuses)
+        yield Note("P5", None, f"the target promises {shown_statuses} for a key still in "
+                               f"progress where the IETF draft says {DRAFT_IN_PROGRESS}")
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
         for later in attempts:
@@ -444,17 +485,22 @@ def in_flight_retry(view: View, options: CheckOptions) -> Iterator[Finding | Not
                 if a.invoke.time < later.invoke.time < a.end_time
                 and a.invoke.fingerprint == later.invoke.fingerprint
                 and not any(a.invoke.time <= c.time <= later.invoke.time for c in view.crashes)
+                and _still_holds(view, a, later, options)
             ]
             if not earlier or later.status is None:
                 continue
             status = later.status
-            if status == promises.in_progress_status:
+            if promises.says_in_progress(status):
                 yield from _in_progress_answer(view, shown, later, options)
                 continue
-            replayed = any(_same_response(later, a) for a in attempts if a is not later)
-            if status in (429, 503) or later.ok or replayed:
-                continue  # transient, or a replay; a second execution is P1's and P2's to judge
-            expected = f"{promises.in_progress_status}" + (
+            if status in (429, 503):
+                continue  # transient
+            if later.ok:
+                yield from _answered_before_the_original(view, shown, later, earlier[0], options)
+                continue
+            if any(_same_response(later, a) for a in attempts if a is not later):
+                continue  # a replay; a second execution is P1's and P2's to judge
+            expected = " or ".join(str(s) for s in statuses) + (
                 " or a wait and the replay" if promises.in_progress == "wait" else "")
             yield Finding(
                 "P5", shown,
@@ -462,6 +508,44 @@ def in_flight_retry(view: View, options: CheckOptions) -> Iterator[Finding | Not
                 f"still running got {status}; expected {expected}",
                 view.evidence([earlier[0], later]),
             )
+
+
+def _still_holds(view: View, original: Attempt, retry: Attempt, options: CheckOptions) -> bool:
+    """May ``original``, still running, hold its key when ``retry`` arrives?  Not once the
+    retention has run out since it began (the key expired: another body may hold it now), nor
+    past the promised lease (a retry may take the key over), unless the target renews the
+    lease while the handler runs and only real time passed: a clock jump is not time its
+    renewal timer saw."""
+    promises = options.promises
+    gap = retry.start - original.start
+    if promises.retention is not None and gap > promises.retention:
+        return False
+    if promises.lease is None or gap <= promises.lease + LEASE_SLACK:
+        return True
+    return promises.lease_renewed and not view.jumped_between(original.invoke.time,
+                                                              retry.invoke.time)
+
+
+def _answered_before_the_original(view: View, shown: str, retry: Attempt, original: Attempt,
+                                  options: CheckOptions) -> Iterator[Finding]:
+    """A 2xx to a retry while the original ran is right only as the original's own stored
+    response (its answer was merely slow to arrive) or after a wait for it.  A 2xx that is
+    neither, naming no other charge, was made up before the original finished: a
+    placeholder the client takes for the outcome."""
+    if not original.ok or retry.end_time >= original.end_time or _same_response(retry, original):
+        return
+    if retry.resource and original.resource and retry.resource != original.resource:
+        return  # executed twice: P1 and P2 say so
+    marked = (" marked as a replay" if options.promises.marks_replay(retry.headers) else "")
+    early = (original.end_time - retry.end_time) * 1000
+    yield Finding(
+        "P5", shown,
+        f"a retry of key {shown} sent while attempt {original.invoke.attempt} was still running "
+        f"got {retry.status} {_excerpt(retry)}{marked}, {early:.0f} ms before the original "
+        f"answered {original.status} {_excerpt(original)}: an answer made up while the work "
+        "was still running, not the stored response",
+        view.evidence([original, retry]),
+    )
 
 
 def _in_progress_answer(view: View, shown: str, later: Attempt,
@@ -602,7 +686,10 @@ def tenant_isolation(view: View, options: CheckOptions) -> Iterator[Finding]:
             evidence = view.evidence(
                 [a for i in identities for a in view.by_identity[i]], own.index
             )
-            if first.status == options.promises.mismatch_status:
+            raced = any(a.invoke.time < first.end_time for a in attempts[1:])
+            before = any(b.invoke.time < first.invoke.time
+                         for other in others for b in view.by_identity[other])
+            if first.status == options.promises.mismatch_status and before and not raced:
                 yield Finding("P8", shown,
                               f"{shown} was refused with {first.status} on its first request "
                               "because another tenant had used the same key: keys are not "
@@ -695,41 +782,124 @@ def _incidents(view: View) -> list[_Incident]:
 @prop("P9", "crash safety: after a crash or a store outage, retries converge to one effect and "
             "no key is stuck")
 def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
-    for incident in _incidents(view):
+    yield from _faults_that_missed(view)
+    incidents = _incidents(view)
+    for incident in incidents:
         if incident.start is not incident.end:
             yield from _answers_during_outage(view, incident, options)
         for identity in sorted(incident.affected, key=describe_identity):
             yield from _converged(view, incident, identity, options)
+    touched = {identity for incident in incidents for identity in incident.affected}
+    for identity, attempts in view.keyed():
+        if identity not in touched:
+            yield from _stuck_past_retention(view, identity, attempts, options)
+
+
+def _faults_that_missed(view: View) -> Iterator[Note]:
+    """A fault planned after a store write that never struck (the request made fewer writes):
+    what the scenario meant to test did not happen, so nothing it saw may pass."""
+    for missed in (e for e in view.events if e.f == "store-fault-missed"):
+        shown = describe_identity((missed.tenant, missed.key))
+        value = missed.value
+        yield Note("P9", shown,
+                   f"the {value.get('fault')} planned right after write "
+                   f"{value.get('after_write')} of key {shown} never struck: the store saw "
+                   f"{value.get('writes')} write(s) from it this time, so whether the key "
+                   "survives that fault is unknown", undecided=True)
 
 
 def _answers_during_outage(view: View, incident: _Incident,
-                           options: CheckOptions) -> Iterator[Finding]:
-    """While its store fails a server may only answer 2xx, a replay, 409 or 503: anything
-    else means it did not notice the failure, and may have half-written."""
-    allowed = {options.promises.in_progress_status, 503, 429}
+                           options: CheckOptions) -> Iterator[Finding | Note]:
+    """While its store fails a server should answer 2xx, a replay, 409 or 503.  Another 5xx
+    that charged nothing (every charge of its key is one a success names) is only the wrong
+    status (a note); one behind which a charge exists means the server did not notice the
+    failure and half-wrote."""
+    allowed = {*options.promises.in_progress_statuses, 503, 429}
     for attempt in view.attempts:
         status = attempt.status
         during = (attempt.invoke.time <= incident.end.time
                   and attempt.end_time >= incident.start.time)
-        if during and status is not None and status >= 500 and status not in allowed:
-            shown = describe_identity(attempt.identity)
-            yield Finding("P9", shown,
-                          f"during {incident.what} key {shown} got {status}; a server that loses "
-                          "its store must answer 503 (or 409, or the stored response)",
-                          view.evidence([attempt], incident.start.index, incident.end.index))
+        if not during or status is None or status < 500 or status in allowed:
+            continue
+        shown = describe_identity(attempt.identity)
+        seen = view.effects.get(attempt.identity)
+        named = {a.resource for a in view.by_identity[attempt.identity] if a.ok and a.resource}
+        if (attempt.invoke.key is not None and seen is not None and seen.count is not None
+                and seen.count <= len(named)):
+            yield Note("P9", shown,
+                       f"during {incident.what} key {shown} got {status} where 503 is expected; "
+                       "nothing was charged and the key did not stick, so it is only the wrong "
+                       "status")
+            continue
+        yield Finding("P9", shown,
+                      f"during {incident.what} key {shown} got {status}; a server that loses "
+                      "its store must answer 503 (or 409, or the stored response)",
+                      view.evidence([attempt], incident.start.index, incident.end.index))
+
+
+def _held_by_another(late: Attempt, attempts: list[Attempt], options: CheckOptions) -> bool:
+    """May another request of the key hold it when ``late`` is told "in progress"?  One that
+    ran at the same time, or one that claimed it (was not itself told "in progress") less
+    than the lease before."""
+    promises = options.promises
+    others = [a for a in attempts if a is not late]
+    if any(a.invoke.time < late.end_time and late.invoke.time < a.end_time for a in others):
+        return True
+    lease = (promises.lease or 0.0) + LEASE_SLACK
+    return any(a.invoke.time < late.invoke.time and not promises.says_in_progress(a.status)
+               and late.start - a.start <= lease for a in others)
+
+
+def _stuck_past_retention(view: View, identity: Identity, attempts: list[Attempt],
+                          options: CheckOptions) -> Iterator[Finding]:
+    """A key still answered "in progress" longer after the last request that could have
+    claimed it (one not itself told "in progress") than the whole retention window and the
+    lease, with no other request of it running at the time: nothing will ever finish it, so
+    every retry of it is refused for good."""
+    promises = options.promises
+    if promises.retention is None:
+        return
+    window = promises.retention + (promises.lease or 0.0) + LEASE_SLACK
+    for late in attempts:
+        if not promises.says_in_progress(late.status):
+            continue
+        others = [a for a in attempts if a is not late]
+        if any(a.invoke.time < late.end_time and late.invoke.time < a.end_time for a in others):
+            continue  # a request of the key ran meanwhile: it may hold the key
+        claims = [a for a in others if a.invoke.time < late.invoke.time
+                  and not promises.says_in_progress(a.status)]
+        if not claims or late.start - max(a.start for a in claims) <= window:
+            continue
+        claimed = max(claims, key=lambda a: a.start)
+        shown = describe_identity(identity)
+        yield Finding("P9", shown,
+                      f"key {shown} was still answered {late.status} (in progress) "
+                      f"{format_duration(late.start - claimed.start)} after the last request "
+                      f"that could have claimed it ({claimed.describe()}), past the promised "
+                      f"retention of {format_duration(promises.retention)}, with no request of "
+                      "it running: it is stuck for good", view.evidence(attempts))
+        return
 
 
 def _converged(view: View, incident: _Incident, identity: Identity,
                options: CheckOptions) -> Iterator[Finding | Note]:
+    """The key's retries after the incident, inside its retention window (a retry after it
+    is a new operation, which the contract lets execute anew), must reach a final answer,
+    not stay in progress past the lease, and leave exactly one charge behind a success."""
     promises = options.promises
-    attempts = view.by_identity[identity]
+    healed_at = view.target_time(incident.end)
+    retention = promises.retention
+    everything = view.by_identity[identity]
+    attempts = [a for a in everything
+                if retention is None or a.start <= view.target_time(incident.start) + retention]
+    errors = _errors(attempts, options)
     after = [a for a in attempts if a.invoke.time > incident.end.time]
     shown = describe_identity(identity)
     evidence = view.evidence(attempts, incident.start.index, incident.end.index)
-    healed_at = view.target_time(incident.end)
     if promises.lease is not None:
-        stuck = [a for a in after if a.status == promises.in_progress_status
-                 and a.start > healed_at + promises.lease + LEASE_SLACK]
+        stuck = [a for a in after if promises.says_in_progress(a.status)
+                 and a.start > healed_at + promises.lease + LEASE_SLACK
+                 and not _held_by_another(a, attempts, options)]
         if stuck:
             late = stuck[-1].start - healed_at
             yield Finding("P9", shown,
@@ -737,10 +907,20 @@ def _converged(view: View, incident: _Incident, identity: Identity,
                           f"{incident.what}, past the promised lease of "
                           f"{format_duration(promises.lease)}: it is stuck for good", evidence)
             return
-    finals = [a for a in after if a.completion and is_final(a.completion, promises)]
+    finals = [a for a in after if _final(a, errors, options)]
+    if after and not finals and all(view.faults_during(a) for a in after):
+        yield Note("P9", shown,
+                   f"after {incident.what} every retry of key {shown} met a network fault "
+                   f"({_story(after, view)}): whether it converges is unknown", undecided=True)
+        return
     if after and not finals:
         last = max(a.start for a in after)
+        expired = (retention is not None and view.target_time(view.events[-1])
+                   > view.target_time(incident.start) + retention)
         if promises.lease is not None and last <= healed_at + promises.lease + LEASE_SLACK:
+            if expired:
+                return  # the key's window closed before its lease could be outwaited
+
             waited = view.lease_not_waited()
             why = f" ({waited})" if waited else ""
             yield Note("P9", shown,
@@ -755,7 +935,8 @@ def _converged(view: View, incident: _Incident, identity: Identity,
         return
     if any(a.ok for a in attempts):
         effects = _effects(view, identity)
-        if effects.count != 1:
+        renewed = len(attempts) < len(everything)  # a later window may rightly charge anew
+        if effects.count != 1 and not (renewed and effects.count):
             yield Finding("P9", shown,
                           f"after {incident.what}, key {shown} ended with {effects.count} "
                           f"charges instead of exactly one ({_story(attempts, view)})",
@@ -764,7 +945,7 @@ def _converged(view: View, incident: _Incident, identity: Identity,
 
 
 @prop("P10", "bad input gets a 4xx, causes no effect, and the server keeps serving")
-def bad_input(view: View, options: CheckOptions) -> Iterator[Finding]:
+def bad_input(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     hostile = [a for a in view.attempts if a.label.startswith("hostile")]
     for attempt in hostile:
         yield from _refused(view, attempt, options)
@@ -791,15 +972,26 @@ def bad_input(view: View, options: CheckOptions) -> Iterator[Finding]:
         yield from _forged_replay(view, answered[-1], options)
 
 
-def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Finding]:
+def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Finding | Note]:
     """A hostile request must be refused (with the declared status, for a key that breaks the
-    declared rules) and charge nothing."""
+    declared rules) and charge nothing.  A key with control characters that the declared rules
+    allow (``charset = "any"``) is a key: taking it is only a deviation from RFC 9110."""
     what = attempt.label.removeprefix("hostile:")
     status = attempt.status
     seen = view.effects.get(attempt.identity)
     charged = seen.count if seen is not None and seen.count else 0
     if attempt.invoke.key == "" and options.promises.mode == "lax" and attempt.ok and not charged:
         return  # lax: an empty key read as no key is processed like a request without one
+    key = attempt.invoke.key
+    if (key and options.key.charset == "any" and options.key.accepts(key)
+            and any(ord(c) < 0x20 or ord(c) == 0x7F for c in key)
+            and status is not None and status < 500 and charged <= 1):
+        if status < 400:
+            yield Note("P10", None,
+                       f"a key with control characters ({what}) was accepted with {status}, "
+                       "as the target's key rules allow (charset = \"any\"); RFC 9110 "
+                       "forbids control characters in header values")
+        return
     key_rules = options.key.invalid_status
     bad_key = attempt.invoke.key_header is not None and attempt.invoke.key is not None and (
         not options.key.accepts(attempt.invoke.key) or attempt.invoke.key == "")

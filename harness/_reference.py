@@ -19,7 +19,9 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
     """The built-in reference target file, with the flags ``--reference`` passes on.
 
     A PostgreSQL store is reached through a Toxiproxy proxy of the harness's ([store_proxy]),
-    so store scenarios can fault the connection between the server and its database.
+    so store scenarios can fault the connection between the server and its database, and
+    through the proxy that reads PostgreSQL's protocol, so they can strike right after a
+    commit (``protocol = "postgresql"``).
     """
     check_flags(store=store, flaw=flaw)
     target = load_target("reference")
@@ -30,7 +32,8 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
             raise UsageError(f"--store {store} names no host; write "
                              "postgresql://USER@127.0.0.1:5432/DB")
         upstream = f"{parts.hostname}:{parts.port or 5432}"
-        target = target.model_copy(update={"store_proxy": StoreProxy(upstream=upstream)})
+        target = target.model_copy(update={"store_proxy": StoreProxy(upstream=upstream,
+                                                                      protocol="postgresql")})
         credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
         store = urlunsplit(parts._replace(netloc=credentials + "{store_proxy}"))
     if store:

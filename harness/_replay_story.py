@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from harness._client import Request
+from harness._commit_proxy import AfterWrite, StoreFault
 from harness._findings import Finding
 from harness._history import NEMESIS, ORACLE, Event
 from harness._nemesis import fault_named
@@ -41,18 +43,52 @@ IN_PROGRESS_WAIT = 5.0
 @dataclass(frozen=True)
 class _Send:
     """A group of requests to send, released together, and whether the story goes on while
-    they run."""
+    they run; ``strikes``: where the store proxy struck at one's write (by invoke index)."""
 
     invokes: tuple[Event, ...]
     timeouts: tuple[float, ...]
     background: bool
+    strikes: Mapping[int, AfterWrite] = field(default_factory=dict)
+
+
+def _strikes(events: Sequence[Event]) -> tuple[dict[int, AfterWrite], set[int]]:
+    """The faults the store proxy struck at a request's write (a cut, a hold, a kill right
+    after the Nth committed write), by the index of the request's invoke, and the events the
+    replay does not play on their own because the strike does them again (the strike, its
+    heal, the restart after a kill)."""
+    invokes = [e for e in events if e.f == "request" and e.type == "invoke"]
+    plans: dict[int, AfterWrite] = {}
+    absorbed: set[int] = set()
+    for position, event in enumerate(events):
+        value = event.value
+        if event.process != NEMESIS or "after_write" not in value:
+            continue
+        absorbed.add(event.index)
+        if event.f not in ("fault", "crash"):
+            continue  # its heal
+        # The key's latest request sent before it: the strike may be recorded only after the
+        # client saw its connection go.
+        struck = next((i for i in reversed(invokes)
+                       if i.key == event.key and i.time <= event.time), None)
+        if struck is None:
+            continue
+        fault = str(value.get("fault", "cut-after-write")).removesuffix("-after-write")
+        plans[struck.index] = AfterWrite(int(value["after_write"]), cast(StoreFault, fault),
+                                         float(value.get("hold", 0.0)))
+        if event.f == "crash":  # send_watched starts the killed target again itself
+            restart = next((e for e in events[position + 1:] if e.f == "restart"), None)
+            if restart is not None:
+                absorbed.add(restart.index)
+    return plans, absorbed
 
 
 def _plan(events: Sequence[Event], target: Target) -> list[tuple[float, _Send | Event]]:
     """The story's steps with their offsets from its first: groups of requests, and nemesis
     and oracle events to play again."""
     completions = {e.op: e for e in events if e.f == "request" and e.type != "invoke"}
-    steps = [e for e in events if e.f != "request" or e.type == "invoke"]
+    strikes, absorbed = _strikes(events)
+    steps = [e for e in events if (e.f != "request" or e.type == "invoke")
+             and e.index not in absorbed]
     if not steps:
         return []
     origin = steps[0].time
@@ -74,7 +110,8 @@ def _plan(events: Sequence[Event], target: Target) -> list[tuple[float, _Send | 
         ends = [completions[e.op].time if e.op in completions else float("inf") for e in group]
         timeouts = tuple(_timeout(e, completions.get(e.op), target) for e in group)
         planned.append((first.time - origin,
-                        _Send(tuple(group), timeouts, any(end > following for end in ends))))
+                        _Send(tuple(group), timeouts, any(end > following for end in ends),
+                              {e.index: strikes[e.index] for e in group if e.index in strikes})))
     return planned
 
 
@@ -125,11 +162,17 @@ class _Player:
         barrier = threading.Barrier(len(step.invokes))
 
         def send(invoke: Event, timeout: float) -> None:
+            instance = int(invoke.value.get("instance", 0) or 0)
             try:
                 barrier.wait(timeout=30)
+                plan = step.strikes.get(invoke.index)
+                if plan is not None:  # the store proxy strikes at its write again
+                    context.send_watched(_request(invoke), plan=plan, process=invoke.process,
+                                         instance=instance)
+                    return
                 context.client.send(_request(invoke), process=invoke.process,
                                     attempt=invoke.attempt or 1, timeout=timeout,
-                                    instance=int(invoke.value.get("instance", 0) or 0))
+                                    instance=instance)
             except BaseException as exc:  # raised in the scenario's thread at the end
                 self.errors.append(exc)
 

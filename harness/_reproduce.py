@@ -128,7 +128,7 @@ def _told(event: Event, completion: Event | None, target: Target) -> str:
             named = f" {completion.resource}" if completion.resource else ""
             answer = f"{completion.status}{named} after {took}"
         return " · ".join(sent) + f" -> {answer}"
-    if event.f == "crash":
+    if event.f == "crash" and "after_write" not in value:
         how = str(value.get("how", "SIGKILL"))
         return ("the target was killed (SIGKILL)" if how == "SIGKILL"
                 else f"the target crashed by itself ({how.replace('hook:', 'its crash hook, ')})")
@@ -136,6 +136,10 @@ def _told(event: Event, completion: Event | None, target: Target) -> str:
         return "the target was started again"
     if event.f == "clock":
         return f"the target's clock moved {format_duration(float(value.get('seconds', 0)))} on"
+    if "after_write" in value:  # the store proxy's, at one of the target's writes
+        what = "struck" if event.f in ("fault", "crash") else "released"
+        return (f"{value.get('fault')} {what} at the target's write {value.get('after_write')} "
+                "(the harness's store proxy)")
     if event.f in ("fault", "heal"):
         verb = "on" if event.f == "fault" else "healed"
         return f"fault {value.get('fault')} {verb} (Toxiproxy)"

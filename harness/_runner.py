@@ -35,7 +35,7 @@ from harness._outcomes import (
 from harness._parallel import OwnInstances, run_at_once, whole_target_scenarios
 from harness._paths import state_dir
 from harness._reproduce import curl_for, script_path
-from harness._scenario import Scenario, ScenarioContext
+from harness._scenario import NotApplicable, Scenario, ScenarioContext
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 
@@ -186,8 +186,11 @@ def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, con
     history.subscribe(lambda event: emit(Step(scenario.name, event)))
     context = ScenarioContext(scenario=scenario, deployment=deployment, history=history, rng=rng)
     error = None
+    not_applicable = None
     try:
         scenario.run(context)
+    except NotApplicable as exc:
+        not_applicable = str(exc)
     except HarnessError as exc:
         error = f"the scenario could not finish: {exc}"
     except Exception as exc:  # a generator bug: report it, judge what was recorded, go on
@@ -196,6 +199,10 @@ def _run_one(scenario: Scenario, deployment: Deployment, rng: random.Random, con
         context.nemesis.heal_all()
         context.notice_exits()  # a process that ended by itself is a finding: record it first
         deployment.restart_dead_instances()
+    if not_applicable is not None:  # nothing it exercised is judged: n/a says why
+        context.client.close()
+        return ScenarioOutcome(scenario.name, "n/a", scenario.properties, reason=not_applicable,
+                               events=history.events(), seconds=time.monotonic() - started)
     context.collect_effects()
     context.client.close()
     check = judge(history.events(), target, config.retry_horizon,

@@ -19,14 +19,23 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness._client import RecordingClient, Request, RetryPolicy, is_final
+from harness._commit_proxy import AfterWrite, Watch
 from harness._deployment import Deployment
-from harness._errors import UsageError
+from harness._errors import HarnessError, UsageError
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
 from harness._oracle import identities_sent, record_effects, record_total
-from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, Endpoint, Target, render_template
+from harness._target import (
+    LEASE_SLACK,
+    REAL_LEASE_LIMIT,
+    Endpoint,
+    ErrorPolicy,
+    Target,
+    render_template,
+)
 
-__all__ = ["CAPABILITY_HINTS", "Pending", "Scenario", "ScenarioContext", "missing_capability"]
+__all__ = ["CAPABILITY_HINTS", "NotApplicable", "Pending", "Scenario", "ScenarioContext",
+           "missing_capability"]
 
 #: Seconds past the lease before the harness counts it as run out on the target's side: past
 #: the checker's own slack, so a retry it sends counts as after the lease.
@@ -60,6 +69,12 @@ def missing_capability(target: Target, capability: str) -> str:
     if enable:
         return f"target {target.name} {enable}"
     return f"target {target.name} lacks {CAPABILITY_HINTS.get(capability, capability)}"
+
+
+class NotApplicable(HarnessError):
+    """Raised by a scenario that found, once running, that its precondition cannot happen on
+    this target (the store proxy saw no write to strike after): the outcome is n/a with this
+    reason, never a pass."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,9 @@ class Pending:
     def __init__(self, send: Callable[[], Event], *, timeout: float) -> None:
         self._result: list[Event] = []
         self._timeout = timeout
-        self._thread = threading.Thread(target=lambda: self._result.append(send()))
+        # A daemon: a run stopped by Ctrl-C must not wait at exit for a request in flight.
+        self._thread = threading.Thread(target=lambda: self._result.append(send()),
+                                        daemon=True)
         self._thread.start()
 
     def wait(self) -> Event:
@@ -172,12 +189,15 @@ class ScenarioContext:
 
     def retry_until_answer(self, request: Request, *, first_attempt: int = 2,
                            process: str = "c0", instance: int = 0,
-                           policy: RetryPolicy | None = None) -> list[Event]:
-        """Retry with the same key, as a careful client does, until a final answer."""
+                           policy: RetryPolicy | None = None,
+                           errors: ErrorPolicy | None = None) -> list[Event]:
+        """Retry with the same key, as a careful client does, until a final answer (``errors``:
+        the policy of the handler fault the key met, where it has its own)."""
         self._between_steps()
         return self.client.send_until_answer(request, process=process,
                                              policy=policy or self.policy, rng=self.rng,
-                                             first_attempt=first_attempt, instance=instance)
+                                             first_attempt=first_attempt, instance=instance,
+                                             errors=errors)
 
     def _between_steps(self) -> None:
         """Before each step the scenario's own thread takes: notice a process that exited by
@@ -193,7 +213,7 @@ class ScenarioContext:
         exited = self.deployment.exited_by_themselves()
         for number, code in exited:
             self.nemesis.exited(number, code, self.scenario.name)
-            self.deployment.start_again(number)
+            self.nemesis.restarted(number, self.deployment.start_again(number))
         return [number for number, _ in exited]
 
     def send_keyless_alone(self, request: Request, *, process: str = "c0",
@@ -241,26 +261,33 @@ class ScenarioContext:
         return pending
 
     def converge(self, request: Request, *, first_attempt: int = 2, process: str = "c0",
-                 instance: int = 0) -> list[Event]:
-        """Retry until a final answer, as after a crash or an outage.  While the key is still
-        claimed by a request that died, outwait the promised lease (``outwait_lease``): the
-        retry budget alone may be far shorter than a lease of minutes."""
+                 instance: int = 0, errors: ErrorPolicy | None = None) -> list[Event]:
+        """Retry until a final answer, as after a crash, an outage or a handler error (whose
+        own policy is ``errors``).  While the key is still claimed by a request that died or
+        failed, outwait the promised lease (``outwait_lease``): the retry budget alone may be
+        far shorter than a lease of minutes."""
         started = time.monotonic()
         answers = [self.send(request, process=process, attempt=first_attempt, instance=instance)]
-        if not self.is_final(answers[-1]) and not self._claimed(answers[-1]):
+
+        def final(event: Event) -> bool:
+            return is_final(event, self.target.promises, errors=errors)
+
+        if not final(answers[-1]) and not self._claimed(answers[-1]):
             answers += self.retry_until_answer(request, first_attempt=first_attempt + 1,
-                                               process=process, instance=instance)
-        if not self.is_final(answers[-1]) and self._claimed(answers[-1]):
+                                               process=process, instance=instance,
+                                               errors=errors)
+        if not final(answers[-1]) and self._claimed(answers[-1]):
             answers += self.outwait_lease(request, since=started,
                                           first_attempt=(answers[-1].attempt or 1) + 1,
-                                          process=process, instance=instance)
+                                          process=process, instance=instance, errors=errors)
         return answers
 
     def _claimed(self, event: Event) -> bool:
-        return event.status == self.target.promises.in_progress_status
+        return self.target.promises.says_in_progress(event.status)
 
     def outwait_lease(self, request: Request, *, since: float, first_attempt: int,
-                      process: str = "c0", instance: int = 0) -> list[Event]:
+                      process: str = "c0", instance: int = 0,
+                      errors: ErrorPolicy | None = None) -> list[Event]:
         """Retry a key that is claimed by a dead or stalled request until its promised lease
         has surely run out (``since``: when the claim was made, or later), then a few more.
 
@@ -270,18 +297,18 @@ class ScenarioContext:
         call the key unknown rather than stuck.  Without a promised lease there is nothing to
         wait for: the ordinary budget."""
         lease = self.target.promises.lease
-        if lease is None or not self.target.lease_can_run_out:
+        if lease is None or not (self.lease_on_the_clock or lease <= REAL_LEASE_LIMIT):
             if lease is not None:
                 self.lease_not_waited(request)
             return self.retry_until_answer(request, first_attempt=first_attempt,
-                                           process=process, instance=instance)
+                                           process=process, instance=instance, errors=errors)
         policy = self.policy
-        if self.target.moves_clock:
+        if self.lease_on_the_clock:
             self.advance_clock(lease + 1)
         else:
             policy = policy.covering(since + lease + PAST_THE_LEASE - time.monotonic())
         answers = self.retry_until_answer(request, first_attempt=first_attempt, process=process,
-                                          instance=instance, policy=policy)
+                                          instance=instance, policy=policy, errors=errors)
         for _ in range(RETRIES_AFTER_LEASE):
             time.sleep(self.policy.delay(1, None, self.rng))
             answers.append(self.send(request, process=process, instance=instance,
@@ -291,19 +318,27 @@ class ScenarioContext:
     def pass_lease(self, request: Request, *, since: float) -> bool:
         """Let the promised lease of the claim made at ``since`` run out, for ``request``'s key:
         advance the target's clock past it (hook or libfaketime), or sleep it out in real time
-        when it is at most ``REAL_LEASE_LIMIT``.  False, with a ``lease-not-waited`` event, when
-        neither is possible."""
+        when it is at most ``REAL_LEASE_LIMIT`` (always, for a lease the service renews on a
+        timer of its own).  False, with a ``lease-not-waited`` event, when neither is
+        possible."""
         lease = self.target.promises.lease
         if lease is None:
             raise UsageError(f"target {self.target.name} promises no lease")
-        if not self.target.lease_can_run_out:
+        if not self.lease_on_the_clock and lease > REAL_LEASE_LIMIT:
             self.lease_not_waited(request)
             return False
-        if self.target.moves_clock:
+        if self.lease_on_the_clock:
             self.advance_clock(lease + 1)
         else:
             time.sleep(max(0.0, since + lease + PAST_THE_LEASE - time.monotonic()))
         return True
+
+    @property
+    def lease_on_the_clock(self) -> bool:
+        """Does a lease run out when the clock is moved past it: the harness can move the
+        target's clock, knows where it stands (no restart left it unknown), and the service
+        renews no lease on a timer of its own?"""
+        return self.target.lease_runs_out_on_the_clock and self.deployment.clock_known
 
     def send_through(self, fault: Fault | str, request: Request, *, process: str = "c0",
                      attempt: int = 1, instance: int = 0) -> Event:
@@ -349,7 +384,8 @@ class ScenarioContext:
             except BaseException as exc:  # surfaced below, in the scenario's thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=worker, args=(i, r)) for i, r in enumerate(requests)]
+        threads = [threading.Thread(target=worker, args=(i, r), daemon=True)
+                   for i, r in enumerate(requests)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -374,7 +410,7 @@ class ScenarioContext:
         likely: the checker judges from the recorded times whether it did, never from this.
         What was seen is recorded (``in-progress``), so a reproduction waits for it too."""
         hook = self.target.hooks.store_size
-        if hook is None or not hook.in_progress:
+        if hook is None or not hook.reports_in_progress:
             time.sleep(0.3)  # the target cannot say: give the request time to be claimed
             return False
         deadline = time.monotonic() + timeout
@@ -435,6 +471,23 @@ class ScenarioContext:
         self.wait_until_in_progress()
         self.nemesis.kill(instance)
         return in_flight.wait()
+
+    def send_watched(self, request: Request, *, plan: AfterWrite | None = None,
+                     process: str = "c0", instance: int = 0) -> tuple[Event, Watch]:
+        """Send ``request`` while the store proxy counts its writes (``store-write`` events) and
+        strikes as ``plan`` says; the watch ends once the store has been quiet a moment after
+        the answer, so writes made after answering count too.  A target killed at a write is
+        started again before this returns."""
+        with self.nemesis.watching_writes(request.key or "", request.tenant, plan=plan,
+                                          instance=instance) as watch:
+            completion = self.send(request, process=process, instance=instance)
+        if plan is not None and plan.fault == "kill" and watch.struck is not None:
+            self.nemesis.restart(instance)
+        return completion, watch
+
+    def not_applicable(self, reason: str) -> None:
+        """End the scenario as n/a: what it needs did not happen on this target."""
+        raise NotApplicable(reason)
 
     # ---- observations ----------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ class OperationDraft:
     invalid_values: dict[str, list[Any]] = field(default_factory=dict)
     #: Some value of the body could not be chosen from the schema (its notes say which).
     body_unsure: bool = False
+    valid_values: dict[str, list[Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,7 +130,8 @@ def _operation_draft(operation: ApiOperation, prefix: str) -> OperationDraft:
             (n for n in properties if n.lower().endswith("id")), None)
     name = operation.operation_id or _slug(f"{operation.method} {operation.path}")
     return OperationDraft(name, operation.method, prefix + path, body.template, notes,
-                          resource, body.invalid_values, body.needs_attention)
+                          resource, body.invalid_values, body.needs_attention,
+                          {k: v for k, v in body.valid_values.items() if k in body.template})
 
 
 def _key_draft(operations: Sequence[ApiOperation]) -> KeyDraft:
@@ -298,6 +300,9 @@ def _operation_table(operation: OperationDraft, *, several: bool) -> Table:
     if operation.invalid_values:
         _put(table, "invalid_values", operation.invalid_values,
              "the schema's bounds: values the service must refuse")
+    if operation.valid_values:
+        _put(table, "valid_values", operation.valid_values,
+             "the schema's enums: each is tried alone under a reused key")
     if several:
         _put(table, "key_scope", "shared", "operations of one scope share keys (the draft's "
                                            "fingerprint includes the path); FILL IN if not")

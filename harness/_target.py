@@ -10,10 +10,10 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -40,6 +40,7 @@ __all__ = [
     "CrashHook",
     "Effects",
     "Endpoint",
+    "ErrorPolicy",
     "HandlerFault",
     "HttpEffects",
     "KeySpec",
@@ -67,7 +68,27 @@ LEASE_SLACK = 2.0
 #: hook; a longer one can only run out on a clock the harness moves.
 REAL_LEASE_LIMIT = 60.0
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+ErrorPolicy = Literal["release", "store"]
+
+
+def _statuses(value: Any) -> Any:
+    """``409`` or ``[409, 423]``: a list becomes a tuple of distinct statuses, first kept."""
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError("give at least one status, e.g. in_progress_status = [409, 423]")
+        return tuple(dict.fromkeys(value))
+    return value
+
+
+InProgressStatus = Annotated[
+    Annotated[int, Field(ge=400, le=599)] | tuple[Annotated[int, Field(ge=400, le=599)], ...],
+    BeforeValidator(_statuses),
+]
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+#: The IETF draft's key characters: visible ASCII and the space.
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
+#: A key with a character outside ASCII, to ask a declared pattern about.
+_NON_ASCII_KEY = "k0000000000-k1\u00e9"
 
 
 class _Section(BaseModel):
@@ -115,6 +136,9 @@ class Endpoint(_Section):
     #: Values of body fields the service promises to refuse (``{ amount = [0, -1] }``): only
     #: these are sent as hostile bodies, since what is invalid is the service's to say.
     invalid_values: dict[str, list[Any]] = Field(default_factory=dict)
+    #: Other values a body field may take (``{ currency = ["usd", "eur"] }``): a reuse probe
+    #: changes that one field to each of them, so a fingerprint that leaves it out is seen.
+    valid_values: dict[str, list[Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _body_can_vary(self) -> Endpoint:
@@ -126,6 +150,11 @@ class Endpoint(_Section):
             )
         if not self.path.startswith("/"):
             raise ValueError(f"path {self.path!r} must start with /, e.g. \"/charges\"")
+        fields = set(self.body) if isinstance(self.body, dict) else set()
+        unknown = sorted(set(self.valid_values) - fields)
+        if unknown:
+            raise ValueError(f"valid_values names {', '.join(unknown)}, which the body template "
+                             f"does not have (its fields: {', '.join(sorted(fields)) or 'none'})")
         return self
 
     @property
@@ -138,7 +167,9 @@ class KeySpec(_Section):
 
     ``max_length = 0`` means no limit is promised; ``pattern`` is a regular expression a valid
     key matches in full; ``invalid_status`` is the status promised for a key that breaks the
-    rules (unset: any 4xx).
+    rules (unset: any 4xx).  ``charset`` is what a key may be made of: the draft's printable
+    ASCII, or any value a header can carry (``"any"``: non-ASCII and control characters are
+    valid keys, so accepting one is no breach).
     """
 
     header: str = "Idempotency-Key"
@@ -146,6 +177,7 @@ class KeySpec(_Section):
     max_length: int = Field(default=255, ge=0)
     pattern: str | None = None
     invalid_status: int | None = Field(default=None, ge=400, le=499)
+    charset: Literal["printable-ascii", "any"] = "printable-ascii"
 
     @model_validator(mode="after")
     def _pattern_compiles(self) -> KeySpec:
@@ -158,10 +190,28 @@ class KeySpec(_Section):
         return self
 
     def accepts(self, key: str) -> bool:
-        """Does ``key`` follow the declared rules (length and pattern)?"""
+        """Does ``key`` follow the declared rules (length, pattern, characters)?"""
         if self.max_length and len(key) > self.max_length:
             return False
+        if self.charset == "printable-ascii" and not _PRINTABLE_ASCII.fullmatch(key):
+            return False
         return self.pattern is None or re.fullmatch(self.pattern, key) is not None
+
+    @property
+    def refuses_non_ascii(self) -> bool:
+        """Does a declared pattern refuse a non-ASCII key?  Only a pattern says so: under the
+        default character set such a key is outside the draft, but a service that takes it
+        breaks no promise, and one that decodes header bytes as latin-1 would store it under
+        another spelling than the one the harness asks its oracle about."""
+        return self.pattern is not None and re.fullmatch(self.pattern, _NON_ASCII_KEY) is None
+
+    @property
+    def allows_non_ascii(self) -> bool:
+        """May a key carry characters outside ASCII?  Only where the file says any value is a
+        key: a header travels as bytes, and a server decoding them as latin-1 (WSGI, Starlette,
+        Node) stores another spelling than the UTF-8 the harness sent."""
+        return self.charset == "any" and (
+            self.pattern is None or re.fullmatch(self.pattern, _NON_ASCII_KEY) is not None)
 
 
 class TenantSpec(_Section):
@@ -278,12 +328,17 @@ class Promises(_Section):
     mode: Literal["strict", "lax"] = "strict"
     mismatch_status: int = Field(default=422, ge=400, le=599)
     in_progress: Literal["conflict", "wait"] = "conflict"
-    in_progress_status: int = Field(default=409, ge=400, le=599)
+    #: The status (or statuses: ``[409, 423]``) that say "still in progress": never a final
+    #: answer.  The first is the one the draft's 409 is compared with.
+    in_progress_status: InProgressStatus = 409
     retry_after: bool = False
     wait_timeout: Duration | None = None
     retention: Duration | None = None
     lease: Duration | None = None
-    errors: Literal["release", "store"] = "release"
+    #: The service renews the lease while the handler runs (a heartbeat on its own timer), so
+    #: only a dead request's lease runs out: a clock jump past it is no evidence of a takeover.
+    lease_renewed: bool = False
+    errors: ErrorPolicy = "release"
     replay_header: str | None = None
     replay_value: str = "true"
     validation_errors: Literal["either", "stored", "not-stored"] = "either"
@@ -291,6 +346,21 @@ class Promises(_Section):
     #: fingerprint is method, path and body; a service that also hashes the query says so.
     query_in_fingerprint: bool = False
     cleanup_interval: Duration | None = None
+
+    @property
+    def in_progress_statuses(self) -> frozenset[int]:
+        """Every status that means "in progress"."""
+        status = self.in_progress_status
+        return frozenset(status) if isinstance(status, tuple) else frozenset({status})
+
+    @property
+    def in_progress_primary(self) -> int:
+        """The in-progress status the target names first (the one noted against the draft)."""
+        status = self.in_progress_status
+        return status[0] if isinstance(status, tuple) else status
+
+    def says_in_progress(self, status: int | None) -> bool:
+        return status is not None and status in self.in_progress_statuses
 
     @property
     def replay_marker(self) -> ReplayMarker | None:
@@ -309,11 +379,30 @@ class Promises(_Section):
 class ClockHook(_Section):
     """Moves the target's clock: ``path`` (query string allowed) and ``body`` may use
     ``{seconds}``; ``body = {}`` sends no body, for a hook such as
-    ``POST /admin/clock?seconds={seconds}``."""
+    ``POST /admin/clock?seconds={seconds}``.
+
+    A test clock kept in a process's memory goes back to real time when the process restarts,
+    taking with it every jump the harness made; the harness keeps the target's time itself and
+    puts it back.  ``read`` is a path answering the target's current time (Unix seconds, ISO
+    8601 or an HTTP date, as text or in the JSON field ``read_field``), by which the harness
+    sees where a restarted clock stands; without it, ``restart_resets`` says whether a restart
+    resets the clock (true) or keeps it (false, a clock kept in the store)."""
 
     method: str = "POST"
     path: str
     body: dict[str, Any] = Field(default_factory=lambda: {"seconds": "{seconds}"})
+    read: str | None = None
+    read_field: str | None = None
+    restart_resets: bool | None = None
+
+    @model_validator(mode="after")
+    def _read_is_a_path(self) -> ClockHook:
+        if self.read is not None and not self.read.startswith("/"):
+            raise ValueError(f"read {self.read!r} must be a path starting with /, e.g. "
+                             "\"/admin/clock\"")
+        if self.read_field is not None and self.read is None:
+            raise ValueError("read_field names a field of the answer to `read`: give read too")
+        return self
 
 
 class ClockSpec(_Section):
@@ -369,13 +458,58 @@ class HandlerFault(_Section):
     header: str
     value: str
     when: HandlerFaultWhen = "before-work"
+    #: This fault's error policy, where it differs from ``promises.errors`` (a library may
+    #: release the key on an exception and store a 5xx the handler returned).
+    errors: ErrorPolicy | None = None
 
 
 class StoreSizeHook(_Section):
+    """The key table's size (P11, and "is a key in progress" for the scenarios' timing), read
+    one of three ways: an HTTP route answering JSON (``path``, the fields ``rows`` and
+    ``in_progress``); a SQL count (``sql``, ``in_progress_sql``) over ``dsn`` or the SQL
+    oracle's; or Redis (``redis``, a loopback URL): the keys matching ``pattern`` (every key:
+    DBSIZE) and ``in_progress_pattern``.  Services whose store is a database or Redis rarely
+    offer a statistics route."""
+
     method: str = "GET"
-    path: str
+    path: str | None = None
     rows: str = "rows"
     in_progress: str | None = None
+    sql: str | None = None
+    in_progress_sql: str | None = None
+    dsn: str | None = None
+    redis: str | None = None
+    pattern: str | None = None
+    in_progress_pattern: str | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> StoreSizeHook:
+        ways = [name for name, given in (("path", self.path), ("sql", self.sql),
+                                         ("redis", self.redis)) if given is not None]
+        if len(ways) != 1:
+            raise ValueError("give exactly one of path (an HTTP route), sql (a count over the "
+                             f"database) or redis (a Redis URL); got {', '.join(ways) or 'none'}")
+        if self.dsn is not None and not self.dsn.startswith(
+                ("postgresql://", "postgres://", "sqlite:///")):
+            raise ValueError("dsn must start with postgresql:// or sqlite:///")
+        if self.redis is not None and not self.redis.startswith(("redis://", "unix://")):
+            raise ValueError(f"redis {self.redis!r} must be a URL such as "
+                             "\"redis://127.0.0.1:6379/0\"")
+        belongs = {"in_progress": ("path", self.in_progress),
+                   "in_progress_sql": ("sql", self.in_progress_sql), "dsn": ("sql", self.dsn),
+                   "pattern": ("redis", self.pattern),
+                   "in_progress_pattern": ("redis", self.in_progress_pattern)}
+        misplaced = [f"{name} goes with {way}" for name, (way, given) in belongs.items()
+                     if given is not None and way not in ways]
+        if misplaced:
+            raise ValueError(f"{'; '.join(misplaced)}, and this hook reads the size with "
+                             f"{ways[0]}: remove them or read it that way")
+        return self
+
+    @property
+    def reports_in_progress(self) -> bool:
+        """Can it tell how many keys are in progress?"""
+        return bool(self.in_progress or self.in_progress_sql or self.in_progress_pattern)
 
 
 class CallHook(_Section):
@@ -418,10 +552,14 @@ class StoreProxy(_Section):
 
     ``upstream`` is the database's ``host:port``.  A target that starts its own database writes
     ``127.0.0.1:{store_port}`` instead: the harness picks a free port, and the start command
-    gets the same ``{store_port}`` to start the database on it.
+    gets the same ``{store_port}`` to start the database on it.  ``protocol`` says what the link
+    speaks: ``"tcp"`` (the default) is bytes the harness only faults; ``"postgresql"`` and
+    ``"redis"`` are read, so the harness can count the target's writes and strike right after one
+    (harness/_commit_proxy.py).
     """
 
     upstream: str
+    protocol: Literal["tcp", "postgresql", "redis"] = "tcp"
 
     @model_validator(mode="after")
     def _host_and_port(self) -> StoreProxy:
@@ -434,6 +572,11 @@ class StoreProxy(_Section):
     @property
     def picks_port(self) -> bool:
         return self.upstream.endswith("{store_port}")
+
+    @property
+    def reads_writes(self) -> bool:
+        """Can the harness see the target's writes on this link?"""
+        return self.protocol != "tcp"
 
 
 class ClientSpec(_Section):
@@ -519,6 +662,12 @@ class Target(_Section):
         if self.clock is not None and self.hooks.clock is not None:
             raise ValueError("give [clock] (the harness moves the clock from outside) or "
                              "[hooks.clock] (the target moves its own), not both")
+        size = self.hooks.store_size
+        if (size is not None and size.sql is not None and size.dsn is None
+                and not isinstance(self.effects, SqlEffects)):
+            raise ValueError("[hooks.store_size] sql runs over a database: give its dsn, e.g. "
+                             "dsn = \"sqlite:///{workdir}/keys.db\" (the default is the dsn of "
+                             "[effects] kind = \"sql\")")
         return self
 
     def with_enable_hints(self, hints: Mapping[str, str]) -> Target:
@@ -558,12 +707,21 @@ class Target(_Section):
         return self.hooks.clock is not None or self.clock is not None
 
     @property
+    def lease_runs_out_on_the_clock(self) -> bool:
+        """Can a jump of the clock pass a lease?  Not where the service renews its leases on a
+        timer of its own (``lease_renewed``): the timer sees no jump, so only real time tells
+        whether a lease ran out (a living handler's renewed, a dead one's lapsed, or one a
+        restarted process wrongly keeps renewing)."""
+        return self.moves_clock and not self.promises.lease_renewed
+
+    @property
     def lease_can_run_out(self) -> bool:
         """Can the harness let a promised lease run out: on the target's clock (a clock hook or
         libfaketime), or by waiting, when it is at most ``REAL_LEASE_LIMIT``?  False without a
         lease."""
         lease = self.promises.lease
-        return lease is not None and (self.moves_clock or lease <= REAL_LEASE_LIMIT)
+        return lease is not None and (self.lease_runs_out_on_the_clock
+                                      or lease <= REAL_LEASE_LIMIT)
 
     @property
     def can_restart(self) -> bool:
@@ -657,12 +815,46 @@ def _known_field_names() -> list[str]:
     return sorted({name for model in sections for name in model.model_fields} - {"source"})
 
 
-def _fix_for(error: Mapping[str, Any], field: str) -> str:
+def _sections(model: type[BaseModel], path: str = "") -> Iterator[tuple[str, type[BaseModel]]]:
+    """Every table of a target file as (TOML name, model): ``[promises]``,
+    ``[[hooks.handler_errors]]`` ... (an array of tables written with double brackets)."""
+    for name, info in model.model_fields.items():
+        for inner in _models_in(info.annotation):
+            table = f"{path}.{name}" if path else name
+            shown = f"[[{table}]]" if _is_list(info.annotation) else f"[{table}]"
+            yield shown, inner
+            yield from _sections(inner, table)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _is_list(annotation: Any) -> bool:
+    return get_origin(annotation) is list or any(_is_list(a) for a in get_args(annotation))
+
+
+def _where_it_goes(name: str, here: str, model: type[BaseModel]) -> str | None:
+    """``errors`` written where it is not a field but is one elsewhere: where it goes."""
+    homes = sorted({table for table, section in _sections(model)
+                    if name in section.model_fields and table.strip("[]") != here})
+    if not homes:
+        return None
+    return f"`{name}` is not a field of this table; it goes in {' or '.join(homes)}"
+
+
+def _fix_for(error: Mapping[str, Any], field: str, model: type[BaseModel] = BaseModel) -> str:
     kind = error["type"]
     if kind == "missing":
         return f"add `{field.rsplit('.', 1)[-1]} = ...` (see docs/targets.md for its meaning)"
     if kind == "extra_forbidden":
-        name = field.rsplit(".", 1)[-1]
+        here, _, name = field.rpartition(".")
+        table = ".".join(part for part in here.split(".") if not part.isdigit())
+        elsewhere = _where_it_goes(name, table, model)
+        if elsewhere is not None:
+            return f"{elsewhere} (docs/targets.md lists every field)"
         close = difflib.get_close_matches(name, _known_field_names(), n=1, cutoff=0.7)
         hint = f"did you mean `{close[0]}`? " if close else ""
         return (f"{hint}remove `{field}` or correct its spelling; docs/targets.md lists every "
@@ -697,7 +889,7 @@ def parse_target(data: Mapping[str, Any], *, source: str) -> Target:
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
             message = str(error["msg"]).removeprefix("Value error, ")
-            problems.append((field, message, _fix_for(error, field)))
+            problems.append((field, message, _fix_for(error, field, model)))
         problems += [p for p in _whole_file_problems(model, data, exc) if p not in problems]
         raise TargetFileError(source, problems) from exc
 

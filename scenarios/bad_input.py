@@ -26,10 +26,13 @@ def _always_hostile(spec: KeySpec) -> dict[str, str]:
 
 def _unusual_keys(ctx: ScenarioContext) -> dict[str, str]:
     """Keys that are hostile or merely odd depending on the declared rules; each unique to
-    this run, so an accepted one is a fresh operation."""
+    this run, so an accepted one is a fresh operation.  A non-ASCII key is sent only where a
+    declared pattern refuses it or the file says any value is a key: header bytes decoded as
+    latin-1 (WSGI, Starlette, Node) name another key than the UTF-8 one sent."""
     spec = ctx.target.key
-    keys = {"non-ascii": f"{ctx.new_key()}-{NON_ASCII}",
-            "sql-fragment": f"{ctx.new_key()}{SQL_FRAGMENT}"}
+    keys = {"sql-fragment": f"{ctx.new_key()}{SQL_FRAGMENT}"}
+    if spec.refuses_non_ascii or spec.allows_non_ascii:
+        keys["non-ascii"] = f"{ctx.new_key()}-{NON_ASCII}"
     base = ctx.new_key()
     if spec.max_length:
         keys["key-too-long"] = base + "k" * max(1, spec.max_length + 1 - len(base))
@@ -40,9 +43,9 @@ def _unusual_keys(ctx: ScenarioContext) -> dict[str, str]:
 
 def _hostile_by_rules(spec: KeySpec, name: str, key: str) -> bool:
     """Non-ASCII is refused only by a declared pattern; everything else by the rules as
-    declared (length and pattern)."""
-    if name == "non-ascii" and spec.pattern is None:
-        return False
+    declared (length, pattern and characters)."""
+    if name == "non-ascii":
+        return spec.refuses_non_ascii
     return not spec.accepts(key)
 
 

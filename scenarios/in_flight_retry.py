@@ -41,7 +41,7 @@ def _slowed(ctx: ScenarioContext) -> None:
 
 def _after_lease(ctx: ScenarioContext, lease: float) -> None:
     """The original outlives the lease; a retry comes after the lease while it still runs."""
-    clocked = ctx.target.moves_clock
+    clocked = ctx.lease_on_the_clock
     slow_ms = SLOW_MS if clocked else int((lease + 5) * 1000)
     request = ctx.request(ctx.new_key(), label="original")
     since = time.monotonic()

@@ -4,66 +4,13 @@ method proves nothing about the idempotency layer, only about the router."""
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from harness import Request, Scenario, ScenarioContext
-from harness._target import Endpoint, placeholders
-
-QUERY_PROBE = "idem_probe=1"
-
-
-def _leaves(template: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Every (field path, template value) of a JSON object template, depth first."""
-    if isinstance(template, dict):
-        for name, value in template.items():
-            if isinstance(value, dict) and value:
-                yield from _leaves(value, (*path, name))
-            else:
-                yield (*path, name), value
-
-
-def _field_to_vary(template: Any) -> tuple[str, ...] | None:
-    """One field whose value can change while the request stays valid: a nested one when the
-    template nests objects (a fingerprint over the top level only misses it), else a top-level
-    one; a field filled from a placeholder first (its other values are as valid)."""
-    leaves = list(_leaves(template))
-    nested = [leaf for leaf in leaves if len(leaf[0]) > 1]
-    for candidates in (nested, leaves):
-        with_placeholder = [p for p, v in candidates if placeholders(v)]
-        scalar = [p for p, v in candidates if isinstance(v, (str, int, float))
-                  and not isinstance(v, bool)]
-        if with_placeholder or scalar:
-            return (with_placeholder or scalar)[0]
-    return None
-
-
-def _at(value: Any, path: tuple[str, ...]) -> Any:
-    for name in path:
-        value = value[name]
-    return value
-
-
-def _with_field_changed(ctx: ScenarioContext, operation: Endpoint, body: Any,
-                        path: tuple[str, ...]) -> Any:
-    """``body`` with only the field at ``path`` given another value: a fresh placeholder value
-    when the template fills it from one, else the number plus one or the text with a suffix."""
-    changed = copy.deepcopy(body)
-    holder = _at(changed, path[:-1])
-    old = holder[path[-1]]
-    new = old
-    if placeholders(_at(operation.body, path)):
-        for _ in range(20):
-            new = _at(ctx.body(operation), path)
-            if new != old:
-                break
-    if new == old:
-        new = old + 1 if isinstance(old, (int, float)) and not isinstance(old, bool) else f"{old}-2"
-    holder[path[-1]] = new
-    return changed
+from harness._target import Endpoint
+from harness._variations import field_changes, operation_change, query_change
 
 
 def _other_body(ctx: ScenarioContext, operation: Endpoint, body: Any) -> Any:
@@ -74,23 +21,19 @@ def _other_body(ctx: ScenarioContext, operation: Endpoint, body: Any) -> Any:
 
 
 def _reuses(ctx: ScenarioContext, operation: Endpoint, original: Request) -> list[Request]:
-    """Each way the same key can come back with a different request, on declared operations."""
-    reuses = [replace(original, body=_other_body(ctx, operation, original.body),
-                      label="reuse:body")]
-    sharing = ctx.target.sharing_keys_with(operation)
-    if sharing:
-        other = sharing[0]
-        reuses.append(replace(original, method=other.method, path=other.path,
-                              body=ctx.body(other), label="reuse:operation"))
-    field = _field_to_vary(operation.body)
-    if field is not None:
-        what = "nested-field" if len(field) > 1 else "field"
-        reuses.append(replace(original, body=_with_field_changed(ctx, operation,
-                                                                 original.body, field),
-                              label=f"reuse:{what}"))
-    separator = "&" if "?" in operation.path else "?"
-    reuses.append(replace(original, path=f"{operation.path}{separator}{QUERY_PROBE}",
-                          label="reuse:query"))
+    """Each way the same key can come back with a different request, on declared operations:
+    another body altogether, then one factor at a time (each variable field alone, another
+    declared operation with the same body, another query string)."""
+    body = original.body
+    reuses = [replace(original, body=_other_body(ctx, operation, body), label="reuse:body")]
+    variations = field_changes(operation, body, _other_body(ctx, operation, body))
+    other = operation_change(ctx.target, operation, body, ctx.body(
+        next(iter(ctx.target.sharing_keys_with(operation)), operation)))
+    if other is not None:
+        variations.append(other)
+    variations.append(query_change(operation, body))
+    reuses += [replace(original, method=v.method, path=v.path, body=v.body, label=v.label)
+               for v in variations]
     return reuses
 
 
@@ -125,8 +68,9 @@ SCENARIO = Scenario(
             "charge; the same JSON reordered: a replay",
     story=(
         "A buggy client reuses an idempotency key for a different request: another amount, "
-        "another value deep inside the body, another query string, another operation that "
-        "shares the key space. If the server only remembers the key, it answers with the first "
+        "another value deep inside the body, another currency, another query string, the same "
+        "body sent to another operation that shares the key space. If the server only "
+        "remembers the key, it answers with the first "
         "request's stored response and the client believes its second charge went through. A "
         "correct server fingerprints the whole request and refuses the reuse (422 in the "
         "draft, or the status it promises). The fingerprint must be over canonical JSON: the "
@@ -137,9 +81,11 @@ SCENARIO = Scenario(
     properties=("P1", "P3", "P4"),
     plan=(
         "send a charge with a fresh key until it is answered",
-        "send the same key with a different body; on another declared operation of the same "
-        "key scope (when there is one); with one field changed (a nested one when the body "
-        "nests objects); with another query string on the same path",
+        "send the same key with a different body; then one change at a time: each field the "
+        "template fills from a placeholder, alone, to a fresh value; each field with declared "
+        "other values (valid_values) to each of them; the same body on another declared "
+        "operation of the same key scope (when there is one and its body has the same fields); "
+        "the same body with another query string on the same path",
         "send the same key with the original body, its fields reversed and re-indented",
         "release two different bodies with one fresh key at the same instant; a client told "
         "'in progress' retries until answered",

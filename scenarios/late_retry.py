@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness import Scenario, ScenarioContext
+from harness import RetryPolicy, Scenario, ScenarioContext
 
 MARGIN = 60.0
 BISECTION_STEPS = 7
+#: How a late retry is retried while told "in progress": briskly.  Nothing of the key runs
+#: then (its request finished long ago on the target's clock), so an answer "in progress" is
+#: the evidence itself, and a careful client's twenty seconds of retries add nothing to it.
+LATE_RETRIES = RetryPolicy(max_attempts=3, base_delay=0.05, max_delay=0.2, deadline=2.0)
+#: Copies of an expired key released at once: at most one may execute.
+EXPIRED_COPIES = 4
 
 
 def _probe(ctx: ScenarioContext, age: float, label: str) -> bool:
@@ -18,8 +24,25 @@ def _probe(ctx: ScenarioContext, age: float, label: str) -> bool:
     first = ctx.retry_until_answer(request, first_attempt=1)[-1]
     ctx.advance_clock(age)
     retry = ctx.retry_until_answer(replace(request, label=label),
-                                   first_attempt=first.attempt + 1 if first.attempt else 2)[-1]
+                                   first_attempt=first.attempt + 1 if first.attempt else 2,
+                                   policy=LATE_RETRIES)[-1]
     return retry.resource is not None and retry.resource == first.resource
+
+
+def _expired_burst(ctx: ScenarioContext, age: float) -> None:
+    """Charge, let the key expire, then release copies of the same request at once: the key
+    is new again, and exactly one of them may execute (the claim of an expired key must be as
+    atomic as a fresh one's)."""
+    request = ctx.request(ctx.new_key(), label="original")
+    first = ctx.retry_until_answer(request, first_attempt=1)[-1]
+    ctx.advance_clock(age)
+    attempt = (first.attempt or 1) + 1
+    copies = [replace(request, label="expired-burst")] * EXPIRED_COPIES
+    answers = ctx.concurrently(copies, attempt=attempt)
+    for position, answer in enumerate(answers):
+        if not ctx.is_final(answer):
+            ctx.retry_until_answer(replace(request, label="retry"), process=f"c{position}",
+                                   first_attempt=attempt + 1, policy=LATE_RETRIES)
 
 
 def run(ctx: ScenarioContext) -> None:
@@ -27,6 +50,7 @@ def run(ctx: ScenarioContext) -> None:
     assert promised is not None  # guaranteed by needs
     _probe(ctx, promised - MARGIN, "retention-probe:inside")
     _probe(ctx, promised + MARGIN, "retention-probe:outside")
+    _expired_burst(ctx, promised + MARGIN)
     low, high = 0.0, max(2 * promised, promised + 2 * MARGIN)
     for _ in range(BISECTION_STEPS):
         middle = (low + high) / 2
@@ -46,13 +70,16 @@ SCENARIO = Scenario(
         "the retry must be answered from the stored response; past it the key is forgotten and "
         "the request is new, which is the contract, not a duplicate. The trouble starts when "
         "the real window is shorter than the promised one, or shorter than how late clients "
-        "retry: then a late retry charges the card again."
+        "retry: then a late retry charges the card again. And an expired key is a fresh key: a "
+        "burst of late retries of it must still make only one new charge."
     ),
     properties=("P1", "P3", "P6"),
     plan=(
         "charge with a fresh key, advance the target's clock to one minute before the promised "
         "retention, retry: expect the replay",
         "charge with another key, advance to one minute past it, retry: a new charge is allowed",
+        f"charge with a third key, advance past the retention, release {EXPIRED_COPIES} copies "
+        "of it at once (those told 'in progress' retry until answered): at most one new charge",
         f"bisect ({BISECTION_STEPS} probes, each with a fresh key) between 0 and twice the "
         "promise for the age at which keys are forgotten",
         "check: replays inside the promise; the measured retention against the promise and the "

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
 import click
 
-from harness._paths import state_dir
-from harness._profiles import get_profile
+from harness._errors import UsageError
+from harness._profiles import get_profile, in_ci
 from harness._target import Target, saved_target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
@@ -27,15 +28,36 @@ from harness.explore import (
 )
 from harness.reports import ConsoleReport, ReportDirectory
 
-__all__ = ["explore_command", "replay_command"]
+__all__ = ["EXAMPLES_DIR", "example_database", "explore_command", "replay_command"]
 
 
-def _database(target: Target) -> Path:
-    """Hypothesis's example database for this target (name and how it is started)."""
+#: Where, beside the reports, failing examples are kept for the next exploration.
+EXAMPLES_DIR = ".explore-examples"
+
+
+def example_database(target: Target, seed: int | None, report_dir: Path) -> Path:
+    """Hypothesis's example database for this target (its name and how it is started) and
+    this seed (or any seed), beside the report directory: with the project's reports, never
+    shared by every checkout on the machine."""
     identity = json.dumps(target.model_dump(mode="json", exclude={"source"}), sort_keys=True)
     digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", target.name).strip("-")
-    return state_dir() / "explore" / f"{slug}-{digest}"
+    kept = "any-seed" if seed is None else f"seed-{seed}"
+    return report_dir.absolute().parent / EXAMPLES_DIR / f"{slug}-{digest}" / kept
+
+
+def _saved_examples(database: Path) -> int:
+    """How many failing examples the database holds (one file each, under a key directory)."""
+    if not database.is_dir():
+        return 0
+    return sum(1 for entry in database.rglob("*") if entry.is_file())
+
+
+def _refuse_consumer(target: Target) -> None:
+    if getattr(target, "kind", "http") == "consumer":
+        raise UsageError(f"explore drives HTTP targets; {target.source or target.name} describes "
+                         "a queue consumer (kind = \"consumer\"): play the consumer scenarios "
+                         "with `idem-harness run --target FILE` instead")
 
 
 @click.command("explore")
@@ -55,34 +77,58 @@ def _database(target: Target) -> Path:
                    "steps takes at most half as long)")
 @click.option("--retry-horizon", type=DURATION, default="24h", show_default=True,
               help="how late a client may still retry (retention shorter than this is a finding)")
+@click.option("--fresh", is_flag=True,
+              help="forget the failing examples kept from earlier explorations of this target "
+                   "and seed (beside the reports, in " + EXAMPLES_DIR + "/) and start clean")
+@click.option("--trust-moved-clock", is_flag=True,
+              help="count a finding seen only with a moved clock (a jump made while a request "
+                   "ran) without telling its story again in real time")
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def explore_command(target_file: str | None, reference: bool, store: str | None,
                     flaw: str | None, allow_remote: bool, max_examples: int | None,
                     seed: int | None, report_dir: Path | None, shrink_time: float,
-                    retry_horizon: float, quiet: bool) -> None:
+                    retry_horizon: float, fresh: bool, trust_moved_clock: bool,
+                    quiet: bool) -> None:
     """Let Hypothesis draw stories of requests, retries and faults; print and save the
-    shortest failing one (exit 0 nothing failed, 1 a story failed, 2 error)."""
+    shortest failing one (exit 0 nothing failed, 1 a story failed, 2 error, 3 something
+    could not be judged, 130/143 interrupted)."""
     target = choose_target(target_file, reference, store, flaw)
+    _refuse_consumer(target)
     report_dir = report_dir or default_report_dir()
+    database = example_database(target, seed, report_dir)
+    if fresh:
+        shutil.rmtree(database, ignore_errors=True)
+    saved = 0 if in_ci() else _saved_examples(database)
+    if saved:
+        click.echo(f"explore: first replaying {saved} failing example(s) saved by an earlier "
+                   f"exploration of this target in {database} (--fresh starts clean)")
     config = ExploreConfig(
         target=target,
         max_examples=max_examples or get_profile().explore_max_examples,
         seed=seed,
         report_dir=report_dir,
-        database=None if seed is not None else _database(target),
+        database=database,
         shrink_seconds=shrink_time,
         allow_remote=allow_remote,
         retry_horizon=retry_horizon,
+        trust_moved_clock=trust_moved_clock,
     )
     done = explore(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
+    numbers = done.result.extra["explore"]
+    assert isinstance(numbers, dict)
+    stopped = done.result.stopped_by
     if done.story is not None:
-        click.echo(render_story(done.story, replay_line=replay_line(done.story_path)))
-    else:
-        numbers = done.result.extra["explore"]
-        assert isinstance(numbers, dict)
+        heading = ("" if done.story.shrunk else
+                   "Failing story, not shrunk to the end (the exploration was stopped):")
+        click.echo(render_story(done.story, replay_line=replay_line(done.story_path),
+                                heading=heading))
+    elif stopped is None:
         click.echo(f"No story failed: {numbers['examples']} examples, {numbers['steps']} steps, "
                    f"{numbers['requests']} requests (their history is in {report_dir}).")
+    if stopped is not None:
+        click.secho(f"stopped by {stopped} after {numbers['examples']} examples; what was found "
+                    f"is in {report_dir}, marked incomplete", fg="yellow", err=True)
     sys.exit(done.result.exit_code)
 
 
@@ -93,11 +139,15 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
               help="where to write the replayed story.json and the reports (default "
                    "reports/run-*)")
 @click.option("--retry-horizon", type=DURATION, default="24h", show_default=True)
+@click.option("--trust-moved-clock", is_flag=True,
+              help="count a finding seen only with a moved clock without telling the story "
+                   "again in real time")
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def replay_command(story_file: Path, target_file: str | None, reference: bool,
                    store: str | None, flaw: str | None, allow_remote: bool,
-                   report_dir: Path | None, retry_horizon: float, quiet: bool) -> None:
+                   report_dir: Path | None, retry_horizon: float, trust_moved_clock: bool,
+                   quiet: bool) -> None:
     """Run a saved story again, against its own target or the one given, and judge it
     (exit 0 it holds now, 1 it fails, 2 error)."""
     story = load_story(story_file)
@@ -107,9 +157,10 @@ def replay_command(story_file: Path, target_file: str | None, reference: bool,
         target = saved_target(story.target_definition)
     else:
         target = story.saved_target()  # which says what to give instead
+    _refuse_consumer(target)
     report_dir = report_dir or default_report_dir()
     config = ReplayConfig(target=target, report_dir=report_dir, allow_remote=allow_remote,
-                          retry_horizon=retry_horizon)
+                          retry_horizon=retry_horizon, trust_moved_clock=trust_moved_clock)
     done = replay(story, config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     click.echo(render_story(done.story, heading=f"Replay of {story_file} against "
                                                 f"{target.name}:"))

@@ -172,7 +172,7 @@ class ConsumerContext:
             if paused:
                 return self._until(lambda: feed.paused(key) > 0, timeout)
             return self._until(lambda: feed.delivered(key) > 0, timeout)
-        if self.target.hooks.store_size and self.target.hooks.store_size.in_progress:
+        if self.target.hooks.store_size and self.target.hooks.store_size.reports_in_progress:
             return self._until(
                 lambda: self.deployment.store_size().get("in_progress", 0) > 0, timeout)
         return False

@@ -23,12 +23,13 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from harness._clock import HookClock
-from harness._deployment import read_store_size, run_cleanup
+from harness._deployment import run_cleanup
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
 from harness._processes import ManagedProcess
 from harness._recorder import Recorder
+from harness._store_size import read_store_size
 from harness._target import HttpEffects, RecorderEffects, SqlEffects, render_template
 from harness._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 from harness.consumer._amqp import AmqpClient, QueueState
@@ -323,7 +324,7 @@ class ConsumerDeployment:
         HookClock(hook, self.hook).advance(seconds)
 
     def store_size(self) -> dict[str, int]:
-        return read_store_size(self.target, self.hook)
+        return read_store_size(self.target, self.hook, self._values)
 
     def cleanup(self) -> None:
         run_cleanup(self.target, self.hook)

@@ -60,7 +60,7 @@ class Narrator:
         self.replay_marker = replay_marker or (promises.replay_marker if promises else None)
         self.lease = promises.lease if promises else None
         self.retention = promises.retention if promises else None
-        self.in_progress = promises.in_progress_status if promises else 409
+        self.in_progress = promises.in_progress_statuses if promises else frozenset({409})
         self._lock = threading.Lock()
         self._reset()
 
@@ -287,7 +287,7 @@ class Narrator:
             return _say("  ✗ ", f"no answer for {who} ({event.error})", "yellow")
         if event.resource:
             return self._charged(event, who)
-        meaning = (self._in_progress(event) if event.status == self.in_progress
+        meaning = (self._in_progress(event) if event.status in self.in_progress
                    else _MEANING.get(event.status))
         if meaning is None and 200 <= event.status < 300:
             meaning = "a success that names no charge"

@@ -18,14 +18,17 @@ from harness.explore._keys import KeyPlan
 __all__ = [
     "Action",
     "Burst",
+    "BurstAgain",
     "Change",
     "Clock",
     "Crash",
     "FaultOff",
     "FaultOn",
+    "HandlerFault",
     "HostileBody",
     "Keyless",
     "NewRequest",
+    "Overlap",
     "Retry",
     "Reuse",
     "Slow",
@@ -39,12 +42,13 @@ __all__ = [
 #: How a retry writes the same JSON: as sent, keys reversed, reversed and re-indented, or with
 #: every non-ASCII character escaped.  All four are the same request (P4).
 Spelling = Literal["as-sent", "keys-reversed", "reindented", "escaped"]
-#: What a reuse changes: the body, or the operation (another declared one sharing the key
-#: space).  "path" and "method" are only read from stories saved before issue 13: a made-up
+#: What a reuse changes: the body, one field of it, the operation (another declared one
+#: sharing the key space, with the same body where it takes the same fields), or the query
+#: string.  "path" and "method" are only read from stories saved before issue 13: a made-up
 #: route proves nothing about a service, so they are no longer drawn.
-Change = Literal["body", "operation", "path", "method"]
+Change = Literal["body", "field", "operation", "query", "path", "method"]
 StepKind = Literal["request", "retry", "reuse", "burst", "keyless", "fault", "heal", "clock",
-                   "crash", "hostile", "wait"]
+                   "crash", "hostile", "wait", "overlap", "handler-error"]
 
 _BODY_SHOWN = 72
 
@@ -86,9 +90,10 @@ class Retry(_Action):
 
 
 class Reuse(_Action):
-    """The key of an earlier operation with another body, or sent to another declared
-    operation in the same key space (``operation`` names it; ``method``, ``path`` and ``body``
-    are what goes): it must get 422."""
+    """The key of an earlier operation with another body, one field changed (``field``), sent
+    to another declared operation in the same key space (``operation`` names it), or with
+    another query string; ``method``, ``path`` and ``body`` are what goes.  It must get the
+    mismatch status."""
 
     op: Literal["reuse"] = "reuse"
     id: str
@@ -97,11 +102,14 @@ class Reuse(_Action):
     path: str | None = None
     method: str | None = None
     operation: str | None = None
+    field: str | None = None
 
     def text(self) -> str:
         shown = {"body": f"body={short_json(self.body)}", "path": f"path={self.path!r}",
                  "method": f"method={self.method!r}",
                  "operation": f"operation={self.operation!r}, body={short_json(self.body)}",
+                 "field": f"field={self.field!r}, body={short_json(self.body)}",
+                 "query": f"path={self.path!r}",
                  }[self.change]
         return f"state.reuse({self.id}, {shown})"
 
@@ -118,6 +126,56 @@ class Burst(_Action):
 
     def text(self) -> str:
         return (f"{self.id} = state.burst({self.key.name}, copies={self.copies}, "
+                f"tenant={self.tenant!r}, body={short_json(self.body)})")
+
+
+class BurstAgain(_Action):
+    """An earlier operation's request sent again as several copies released together (after
+    its retention has run out, at most one of them may execute)."""
+
+    op: Literal["burst-again"] = "burst-again"
+    id: str
+    copies: int = Field(ge=2, le=16)
+
+    def text(self) -> str:
+        return f"state.burst_again({self.id}, copies={self.copies})"
+
+
+class Overlap(_Action):
+    """A new operation and, ``after_ms`` later while it is still being handled (the delay is
+    drawn inside the target's measured latency, so no slow hook is needed), its retry, or the
+    same key with another body (``reuse``): the second must get the in-progress status, the
+    mismatch status or the replay, never run as well."""
+
+    op: Literal["overlap"] = "overlap"
+    id: str
+    tenant: str
+    key: KeyPlan
+    body: Any
+    after_ms: int = Field(ge=0, le=60_000)
+    second: Literal["retry", "reuse"] = "retry"
+    other_body: Any = None
+
+    def text(self) -> str:
+        what = ("retry" if self.second == "retry"
+                else f"reuse, body={short_json(self.other_body)}")
+        return (f"{self.id} = state.overlap({self.key.name}, after_ms={self.after_ms}, "
+                f"then={what}, tenant={self.tenant!r}, body={short_json(self.body)})")
+
+
+class HandlerFault(_Action):
+    """A new operation whose handler fails the way the target file's fault ``fault`` makes
+    it (an exception before or after the work, an error answer); its clients retry after."""
+
+    op: Literal["handler-error"] = "handler-error"
+    id: str
+    tenant: str
+    key: KeyPlan
+    fault: str
+    body: Any
+
+    def text(self) -> str:
+        return (f"{self.id} = state.handler_error({self.key.name}, fault={self.fault!r}, "
                 f"tenant={self.tenant!r}, body={short_json(self.body)})")
 
 
@@ -216,7 +274,8 @@ class Slow(_Action):
     id: str
     tenant: str
     key: KeyPlan
-    delay_ms: int = Field(gt=0, le=60_000)
+    #: Up to five minutes: a story told again in real time slows a request by its waits.
+    delay_ms: int = Field(gt=0, le=300_000)
     body: Any
 
     def text(self) -> str:
@@ -225,15 +284,17 @@ class Slow(_Action):
 
 
 Action = Annotated[
-    NewRequest | Retry | Reuse | Burst | Keyless | HostileBody | FaultOn | FaultOff | Clock
-    | Wait | Crash | Slow,
+    NewRequest | Retry | Reuse | Burst | BurstAgain | Overlap | HandlerFault | Keyless
+    | HostileBody | FaultOn | FaultOff | Clock | Wait | Crash | Slow,
     Field(discriminator="op"),
 ]
 
 _KINDS: dict[str, StepKind] = {"request": "request", "slow": "request", "retry": "retry",
-                               "reuse": "reuse", "burst": "burst", "keyless": "keyless",
-                               "fault": "fault", "heal": "heal", "clock": "clock",
-                               "crash": "crash", "bad-body": "hostile", "wait": "wait"}
+                               "reuse": "reuse", "burst": "burst", "burst-again": "burst",
+                               "keyless": "keyless", "fault": "fault", "heal": "heal",
+                               "clock": "clock", "crash": "crash", "bad-body": "hostile",
+                               "wait": "wait", "overlap": "overlap",
+                               "handler-error": "handler-error"}
 
 
 def kind_of(action: Action) -> StepKind:

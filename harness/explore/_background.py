@@ -73,7 +73,7 @@ class Background:
         """Keys the target holds in progress; None when it cannot say (no hook, or the hook
         fails because a fault keeps the target from its database)."""
         hook = self.context.target.hooks.store_size
-        if hook is None or not hook.in_progress:
+        if hook is None or not hook.reports_in_progress:
             return None
         try:
             return self.context.deployment.store_size().get("in_progress", 0)

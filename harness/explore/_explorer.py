@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,10 +24,13 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
+from harness._deployment import Deployment
 from harness._errors import UsageError
+from harness._interrupts import Interrupted, signals_deferred
 from harness._outcomes import (
     Handler,
     Progress,
+    RunEvent,
     RunFinished,
     RunResult,
     RunStarted,
@@ -39,11 +42,12 @@ from harness._profiles import in_ci
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer
+from harness.explore._failure import Failure
 from harness.explore._machine import machine_for
 from harness.explore._minimise import EnoughShrinking, drop_steps, enough, shrink_deadline
 from harness.explore._report import outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
-from harness.explore._session import Session, StoryFailed, deployed, emitter
+from harness.explore._session import Session, StoryFailed, TargetLost, deployed, emitter
 from harness.explore._story import Provenance, Story, failure_story, save_story
 
 __all__ = [
@@ -78,6 +82,8 @@ class ExploreConfig:
     allow_remote: bool = False
     retry_horizon: float = DEFAULT_RETRY_HORIZON
     toxiproxy: ToxiproxyServer | None = None  # shared with other runs; started when None
+    #: Count a finding seen only with a moved clock without telling its story in real time.
+    trust_moved_clock: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,53 +164,118 @@ def _stop_if_enough(session: Session, limit: float) -> None:
         raise EnoughShrinking
 
 
+@dataclass
+class _Search:
+    """What an exploration found, however far it got."""
+
+    session: Session | None = None
+    best: Failure | None = None
+    runs: int = 0
+    shrunk: bool = False  # Hypothesis's shrinking and the dropping of steps both ended
+    stopped: Interrupted | None = None
+
+
+def _run_search(config: ExploreConfig, seed: int, deployment: Deployment,
+                emit: Callable[[RunEvent], None], found: _Search) -> None:
+    """Draw, shrink and drop steps, filling ``found`` as it goes so an interruption at any
+    moment leaves what was found so far."""
+    emit(ScenarioStarted(EXPLORER.name, 0, 1))
+    session = Session(deployment, retry_horizon=config.retry_horizon,
+                      listener=lambda event: emit(Step(EXPLORER.name, event)),
+                      progress=lambda phase, n: emit(Progress(EXPLORER.name, phase, n)),
+                      trust_moved_clock=config.trust_moved_clock)
+    found.session = session
+    session.measure_latency()
+    session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
+    _search(machine_for(session), seed, config)
+    found.best, found.runs = session.best, session.examples
+    deadline = shrink_deadline(session, limit=config.shrink_seconds)
+    last = session
+    if found.best is not None and deadline is not None:
+        runs = found.runs
+        dropping = Session(deployment, retry_horizon=config.retry_horizon,
+                           progress=lambda phase, n: emit(
+                               Progress(EXPLORER.name, phase, runs + n)),
+                           phase="minimising", trust_moved_clock=config.trust_moved_clock,
+                           confirm=False)
+        dropping.confirmed = session.confirmed
+        found.best = drop_steps(dropping, found.best, deadline=deadline)
+        found.runs += dropping.examples
+        last = dropping
+    found.best = last.reportable(found.best)
+    found.shrunk = True
+
+
 def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Exploration:
-    """Explore ``config.target`` and report the shortest failing story (or that none failed)."""
+    """Explore ``config.target`` and report the shortest failing story (or that none failed).
+
+    Interrupted (SIGINT, SIGTERM) at any moment, it still reports, marked incomplete: the
+    finding if one was made, with its story as far as shrinking got; the last files are
+    written with the signals held back, so a second Ctrl-C cannot leave them half-done."""
     seed = _seed(config)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
     emit = emitter(handlers)
-    emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
-    with deployed(config.target, command="explore", started_at=started_at,
-                  report_dir=config.report_dir, allow_remote=config.allow_remote,
-                  toxiproxy=config.toxiproxy) as deployment:
-        emit(ScenarioStarted(EXPLORER.name, 0, 1))
-        session = Session(deployment, retry_horizon=config.retry_horizon,
-                          listener=lambda event: emit(Step(EXPLORER.name, event)),
-                          progress=lambda phase, n: emit(Progress(EXPLORER.name, phase, n)))
-        session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
-        _search(machine_for(session), seed, config)
-        best, runs = session.best, session.examples
-        deadline = shrink_deadline(session, limit=config.shrink_seconds)
-        if best is not None and deadline is not None:
-            dropping = Session(deployment, retry_horizon=config.retry_horizon,
-                               progress=lambda phase, n: emit(
-                                   Progress(EXPLORER.name, phase, runs + n)),
-                               phase="minimising")
-            best = drop_steps(dropping, best, deadline=deadline)
-            runs += dropping.examples
-    seconds = time.monotonic() - clock
-    found = (Provenance(seed, *session.first_failure, runs, seconds)
-             if session.first_failure is not None else None)
-    story = (failure_story(best, target=config.target, found=found)
-             if best is not None and found is not None else None)
+    found = _Search()
+    try:
+        with deployed(config.target, command="explore", started_at=started_at,
+                      report_dir=config.report_dir, allow_remote=config.allow_remote,
+                      toxiproxy=config.toxiproxy) as deployment:
+            emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
+            _run_search(config, seed, deployment, emit, found)
+    except TargetLost as lost:
+        raise lost.error from None
+    except Interrupted as stop:  # the target is stopped; report what was found, incomplete
+        found.stopped = stop
+        session = found.session
+        if session is not None and found.best is None:
+            found.best, found.runs = session.best, session.examples
+        if found.best is not None and found.best.moved_clock:
+            found.best = session.confirmed if session is not None else None
+    with signals_deferred() as held:
+        exploration = _report(config, seed, started_at, time.monotonic() - clock, found, emit)
+    late = held.pending
+    if late is not None and found.stopped is None:  # stopped while the files were written
+        found.stopped = late
+        exploration = _report(config, seed, started_at, time.monotonic() - clock, found, emit)
+    return exploration
+
+
+def _report(config: ExploreConfig, seed: int, started_at: str, seconds: float, found: _Search,
+            emit: Callable[[RunEvent], None]) -> Exploration:
+    """The exploration as a run result, told to every handler, with its story saved."""
+    session, best = found.session, found.best
+    first = session.first_failure if session is not None else None
+    provenance = Provenance(seed, *first, found.runs, seconds) if first is not None else None
+    story = (failure_story(best, target=config.target, found=provenance,
+                           shrunk=found.shrunk)
+             if best is not None and provenance is not None else None)
     story_path = save_story(story, config.report_dir) if story is not None else None
-    outcome = outcome_of(best, undecided=session.undecided, seconds=seconds,
-                         story_path=story_path, kept=session.kept)
+    kept = session.kept if session is not None else []
+    outcome = outcome_of(best, undecided=session.undecided if session is not None else [],
+                         seconds=seconds, story_path=story_path, kept=kept,
+                         notes=session.moved_clock if session is not None else ())
     extra: dict[str, object] = {"explore": {
-        "seed": seed, "max_examples": config.max_examples, "runs": runs,
-        "examples": session.examples, "steps": session.steps,
-        "requests": sum(1 for e in session.kept if e.f == "request" and e.type == "invoke"),
+        "seed": seed, "max_examples": config.max_examples, "runs": found.runs,
+        "examples": session.examples if session is not None else 0,
+        "steps": session.steps if session is not None else 0,
+        "requests": sum(1 for e in kept if e.f == "request" and e.type == "invoke"),
         "found": story is not None,
+        "shrunk": found.shrunk if story is not None else None,
         "examples_to_failure": story.examples if story else None,
         "seconds_to_failure": story.seconds if story else None,
         "operations": story.operations if story else None,
         "property": story.property if story else None,
         "story": str(story_path) if story_path else None,
         "replay": replay_line(story_path),
+        "confirmed_in_real_time": session.confirmations if session is not None else 0,
+        "not_drawn": dict(session.not_drawn) if session is not None else {},
     }}
+    stopped = found.stopped
     result = RunResult(config.target, (outcome,), seed, started_at, config.report_dir,
-                       config.retry_horizon, seconds, True, extra)
+                       config.retry_horizon, seconds, stopped is None, extra,
+                       planned=(EXPLORER.name,),
+                       stopped_by=stopped.signal_name if stopped is not None else None)
     emit(ScenarioFinished(outcome, result))
     emit(RunFinished(result))
     return Exploration(result, story, story_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness._checker import CheckResult
+from harness._findings import Finding
 from harness._history import Event
 from harness.explore._steps import StepRecord
 
@@ -17,6 +18,9 @@ class Failure:
 
     ``broke_at`` is the step after which the checker first found something (None: once the
     clients settled); ``error`` says why the harness could not go on, when that is the failure.
+    ``moved_clock``: its findings were seen only with a moved clock (a story of the same
+    property failed in real time, which is why it counts; the story reported is confirmed in
+    real time in the end).
     """
 
     steps: tuple[StepRecord, ...]
@@ -26,6 +30,19 @@ class Failure:
     broke_at: int | None
     error: str | None
     sequence: int
+    moved_clock: bool = False
+
+    @property
+    def broken(self) -> str | None:
+        """The property it breaks first (safety first), if a finding failed it."""
+        findings = self.failing_findings
+        return findings[0].property if findings else None
+
+    @property
+    def failing_findings(self) -> list[Finding]:
+        if self.check is None:
+            return []
+        return self.check.unconfirmed if self.moved_clock else self.check.findings
 
     @property
     def operations(self) -> int:
@@ -36,6 +53,7 @@ class Failure:
     def rank(self) -> tuple[bool, int, bool, int, int]:
         """Findings before harness errors, then fewer steps, then safety before conformance
         (reports lead with safety), then the later (more shrunk)."""
-        first = self.check.findings[0] if self.check and self.check.findings else None
+        findings = self.failing_findings
+        first = findings[0] if findings else None
         return (first is None, self.operations, first is None or first.klass != "safety",
                 int(first.property[1:]) if first else 0, -self.sequence)

@@ -65,11 +65,14 @@ def hostile_kinds(spec: KeySpec) -> list[HostileKind]:
             refused = spec.syntax == "sf-string"
         elif kind == "too-long":
             refused = spec.max_length > 0
+        elif kind == "non-ascii":
+            refused = spec.refuses_non_ascii
         else:
             refused = not spec.accepts(_sample(spec, kind))
         if refused:
             kinds.append(kind)
     return kinds
+
 
 
 def odd_kinds(spec: KeySpec) -> list[HostileKind]:
@@ -78,8 +81,11 @@ def odd_kinds(spec: KeySpec) -> list[HostileKind]:
     An empty or control-character key is never sent as an ordinary key, even when no pattern
     forbids it: HTTP frameworks read an empty header as no key and refuse control characters
     in a header (RFC 9110 section 5.5) before the service sees them, so the answer would say
-    nothing about the service."""
-    return [k for k in ODD_KINDS if k not in hostile_kinds(spec)]
+    nothing about the service.  A non-ASCII key is sent only where the file says any value is a
+    key (``charset = "any"``)."""
+    refused = hostile_kinds(spec)
+    return [k for k in ODD_KINDS if k not in refused
+            and (k != "non-ascii" or spec.allows_non_ascii)]
 
 
 class KeyPlan(BaseModel):

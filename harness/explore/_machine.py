@@ -21,10 +21,12 @@ from typing import Any, cast
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from harness._target import Target
 from harness.explore._actions import Action
-from harness.explore._planner import Planner, can_retry_late, keyless_alone
+from harness.explore._bodies import Fill
+from harness.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
 from harness.explore._session import Session
-from harness.explore._strategies import Again, BadBody, Draft, Strategies
+from harness.explore._strategies import RECENT_FIRST, Again, BadBody, Draft, Strategies
 
 __all__ = ["WEIGHTS", "machine_for"]
 
@@ -32,12 +34,12 @@ MAX_BURST = 8
 
 #: How often each operation is drawn, relative to the others.
 WEIGHTS = {"request": 4, "send_again": 4, "time_passes": 3, "slow_request": 2,
-           "retry_while_running": 2, "burst": 1, "keyless": 1, "toggle_fault": 1, "crash": 1,
-           "bad_body": 1}
+           "retry_while_running": 2, "overlap": 2, "burst": 1, "burst_again": 1, "keyless": 1,
+           "toggle_fault": 1, "crash": 1, "bad_body": 1, "handler_error": 1}
 
 #: The capability each operation needs from the target, if any.
 NEEDS = {"time_passes": "clock", "crash": "crash", "slow_request": "slow",
-         "retry_while_running": "slow"}
+         "retry_while_running": "slow", "handler_error": "handler-error"}
 
 
 class _Machine(RuleBasedStateMachine):
@@ -45,10 +47,11 @@ class _Machine(RuleBasedStateMachine):
     judged by the checker after every step.  ``machine_for`` adds the rules."""
 
     session: Session
+    drawn: Target  # the target as planned for (``drawn_target``)
 
     def __init__(self) -> None:
         super().__init__()
-        self.plan = Planner(self.session.target)
+        self.plan = Planner(self.drawn, latency_ms=self.session.latency_ms)
         self.world = self.session.begin()
 
     def _do(self, actions: list[Action]) -> None:
@@ -70,6 +73,20 @@ class _Machine(RuleBasedStateMachine):
 
     def burst(self, tenant: str, copies: int, body: Any) -> None:
         self._do(self.plan.burst(tenant, copies, body))
+
+    def burst_again(self, pick: int, copies: int) -> None:
+        """An earlier operation's key again, as copies released together: after its retention
+        has run out, at most one of them may execute."""
+        self._do(self.plan.burst_again(pick, copies))
+
+    def overlap(self, tenant: str, body: Any, fraction: float, reuse: bool, fill: Fill) -> None:
+        """A request and its retry (or its key with another body) timed inside the target's
+        measured latency: a retry while the original runs, without a slow hook."""
+        self._do(self.plan.overlap(tenant, body, fraction, reuse, fill))
+
+    def handler_error(self, tenant: str, fault: str, body: Any) -> None:
+        """A request whose handler fails the way one of the declared faults makes it."""
+        self._do(self.plan.handler_fault(tenant, fault, body))
 
     def keyless(self, tenant: str, body: Any) -> None:
         self._do(self.plan.keyless(tenant, body))
@@ -98,8 +115,8 @@ class _Machine(RuleBasedStateMachine):
     def crash(self, tenant: str, point: str, body: Any) -> None:
         self._do(self.plan.crash(tenant, point, body))
 
-    def slow_request(self, tenant: str, body: Any) -> None:
-        self._do(self.plan.slow(tenant, body))
+    def slow_request(self, tenant: str, body: Any, long: bool) -> None:
+        self._do(self.plan.slow(tenant, body, long))
 
     # ---- judging ---------------------------------------------------------------------------
 
@@ -121,7 +138,7 @@ class _Operation:
     condition: Callable[[Any], bool] | None = None
 
 
-def _operations(draw: Strategies) -> dict[str, _Operation]:
+def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operation]:
     target = draw.target
     # Keyless charges counted as a difference of totals: the request must run alone.
     keyless_when = (lambda m: m.plan.running() is None) if keyless_alone(target) else None
@@ -137,12 +154,24 @@ def _operations(draw: Strategies) -> dict[str, _Operation]:
         # A crash must reach the target: no network fault may stand in its way.
         "crash": _Operation({"tenant": draw.tenants, "point": st.sampled_from(draw.crash_points),
                              "body": draw.bodies}, lambda m: not m.plan.faults_on),
-        "slow_request": _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies}),
+        "slow_request": _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies,
+                                    "long": (st.booleans() if real_time_slow_ms(target)
+                                             else st.just(False))}),
+        "burst_again": _Operation({"pick": st.sampled_from(RECENT_FIRST),
+                                   "copies": st.integers(2, MAX_BURST)},
+                                  lambda m: bool(m.plan.retryable())),
+        "handler_error": _Operation({"tenant": draw.tenants,
+                                     "fault": st.sampled_from(draw.handler_faults or ["-"]),
+                                     "body": draw.bodies}, lambda m: not m.plan.faults_on),
         # Late only where the lease can run out: on the clock, or a short wait in real time.
         "retry_while_running": _Operation(
             {"late": st.booleans() if can_retry_late(target) else st.just(False)},
             lambda m: m.plan.running() is not None),
     }
+    if session_latency_ms > 0:  # a second request timed inside an ordinary one's latency
+        operations["overlap"] = _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies,
+                                            "fraction": draw.fractions, "reuse": st.booleans(),
+                                            "fill": draw.fills})
     if draw.bad_bodies is not None:  # P10 needs the answer: no fault may be on
         operations["bad_body"] = _Operation({"bad": draw.bad_bodies},
                                             lambda m: not m.plan.faults_on)
@@ -164,12 +193,30 @@ def _copies(name: str, operation: _Operation, weight: int) -> dict[str, Any]:
     return rules
 
 
+def drawn_target(session: Session) -> Target:
+    """The target as the explorer plans for it: without its clock when a restart would leave
+    the clock unknown (a test clock whose fate across a restart nobody declared) and the
+    explorer also crashes the target: a story that moved the clock and then restarted the
+    target could not be judged.  ``session.not_drawn`` says why."""
+    target = session.target
+    keeper = session.deployment.clock_keeper
+    capabilities = target.capabilities()
+    if keeper is not None and not keeper.knows_restarts and "crash" in capabilities:
+        session.not_drawn["clock"] = (
+            "clock jumps are not drawn: the target is crashed and restarted in stories, and "
+            "nothing says where its clock stands after a restart (declare [hooks.clock] read "
+            "or restart_resets)")
+        return target.model_copy(update={"hooks": target.hooks.model_copy(
+            update={"clock": None})})
+    return target
+
+
 def machine_for(session: Session) -> type[RuleBasedStateMachine]:
     """The state machine for the session's target; each example gets a fresh world."""
-    target = session.target
+    target = drawn_target(session)
     capabilities = target.capabilities()
-    namespace: dict[str, Any] = {"session": session}
-    for name, operation in _operations(Strategies(target)).items():
+    namespace: dict[str, Any] = {"session": session, "drawn": target}
+    for name, operation in _operations(Strategies(target), session.latency_ms).items():
         if NEEDS.get(name, "") in capabilities | {""}:
             namespace.update(_copies(name, operation, WEIGHTS[name]))
     return cast(type[RuleBasedStateMachine],

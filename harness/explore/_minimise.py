@@ -48,9 +48,10 @@ class EnoughShrinking(KeyboardInterrupt):
 
 def at_fewest(failure: Failure) -> bool:
     """Is ``failure`` already as short as a story breaking its property can be?"""
-    if failure.check is None or not failure.check.findings:
+    wanted = failure.broken
+    if wanted is None:
         return False
-    return failure.operations <= FEWEST_STEPS.get(failure.check.findings[0].property, 1)
+    return failure.operations <= FEWEST_STEPS.get(wanted, 1)
 
 
 def shrink_deadline(session: Session, *, limit: float) -> float | None:
@@ -82,13 +83,13 @@ def drop_steps(session: Session, failure: Failure, *, deadline: float) -> Failur
     the story of only the steps the checker cited, then runs of steps, halving their length
     down to single steps, last run first; every drop after which the same property still
     breaks is kept, and the passes repeat until one drops nothing."""
-    if failure.check is None or not failure.check.findings or at_fewest(failure):
+    wanted = failure.broken
+    if wanted is None or at_fewest(failure):
         return failure
-    wanted = failure.check.findings[0].property
     drawn = [s for s in failure.steps if not s.settle and s.action is not None]
     actions = [s.action for s in drawn if s.action is not None]
     cited = [s.action for s in drawn if s.action is not None
-             and any(s.holds(i) for i in failure.check.findings[0].events)]
+             and any(s.holds(i) for i in failure.failing_findings[0].events)]
     best = failure
 
     def attempt(candidate: list[Action]) -> bool:
@@ -97,7 +98,7 @@ def drop_steps(session: Session, failure: Failure, *, deadline: float) -> Failur
                 or problems_with(candidate, session.target)):
             return False
         found = session.play(candidate).failure
-        if found and found.check and wanted in {f.property for f in found.check.findings}:
+        if found and wanted in {f.property for f in found.failing_findings}:
             best = found
             return True
         return False

@@ -11,18 +11,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness._nemesis import FAULTS
-from harness._target import Target, keyless_counting
+from harness._target import REAL_LEASE_LIMIT, Target, keyless_counting
+from harness._variations import (
+    field_changes,
+    fields_to_vary,
+    operation_change,
+    query_change,
+)
 from harness.explore._actions import (
     Action,
     Burst,
+    BurstAgain,
     Change,
     Clock,
     Crash,
     FaultOff,
     FaultOn,
+    HandlerFault,
     HostileBody,
     Keyless,
     NewRequest,
+    Overlap,
     Retry,
     Reuse,
     Slow,
@@ -33,7 +42,8 @@ from harness.explore._bodies import Fill, another_body, render
 from harness.explore._keys import KeyMaker, KeyPlan, Shape
 from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
 
-__all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late", "keyless_alone"]
+__all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late", "keyless_alone",
+           "real_time_slow_ms"]
 
 #: How long a slowed request runs: long enough to outlive the few steps that follow it (a
 #: step takes tens of milliseconds), short enough that waiting for it as the story ends does
@@ -46,8 +56,20 @@ _SKETCH_PREFIX = "k0000000000"
 
 
 def can_retry_late(target: Target) -> bool:
-    """Can a story retry once a lease has run out?  (Without a lease, "late" is "at once".)"""
-    return target.promises.lease is None or target.lease_can_run_out
+    """Can a story retry a running request once its lease has run out?  (Without a lease,
+    "late" is "at once".)"""
+    return (target.promises.lease is None or target.lease_runs_out_on_the_clock
+            or real_time_slow_ms(target) is not None)
+
+
+def real_time_slow_ms(target: Target) -> int | None:
+    """How long a slowed request must run for a retry to come after its lease in real time,
+    or None when a lease is not passed in real time here (it is moved past on the clock, or
+    it is too long to wait for, or there is none)."""
+    lease = target.promises.lease
+    if lease is None or target.lease_runs_out_on_the_clock or lease > REAL_LEASE_LIMIT:
+        return None
+    return int((lease + PAST_THE_LEASE + 1.0) * 1000)
 
 
 def keyless_alone(target: Target) -> bool:
@@ -63,15 +85,14 @@ class _Operation:
     tenant: str
     body: Any
     reached: bool  # first sent with no fault on: the target surely saw it
-    born: int  # actions drawn before it
-    moved: float  # seconds the clock had been moved before it
 
 
 class Planner:
     """Turns each drawn rule into its actions, keeping the names a story refers to."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, *, latency_ms: int = 0) -> None:
         self.target = target
+        self.latency_ms = latency_ms  # an ordinary request's measured latency
         self.operations: list[_Operation] = []  # keyed operations a retry or reuse may name
         self.faults_on: list[str] = []
         self._keys: list[tuple[str, str]] = []  # (name, tenant) of keys others derive from
@@ -80,10 +101,10 @@ class Planner:
         self._ops = 0
         self._names = 0
         self._actions = 0
-        self._slowed: list[tuple[str, int]] = []  # (operation, actions drawn before it)
+        self._slowed: list[tuple[str, int, int]] = []  # (operation, actions before it, delay)
         self._moved = 0.0  # seconds the story moved the target's clock
-        self._last_crash = -1  # actions drawn before the last crash
         self._sketch = KeyMaker(target.key, prefix=_SKETCH_PREFIX)  # keys shaped as the story's
+        self._bodies: dict[tuple[str, str], Any] = {}  # (tenant, key name) -> first body
 
     # ---- names -------------------------------------------------------------------------
 
@@ -99,15 +120,17 @@ class Planner:
         """An earlier key, counted back from the most recent (so shrinking picks the last)."""
         return self._keys[-1 - pick % len(self._keys)] if self._keys else None
 
-    def _key(self, choice: KeyChoice, tenant: str) -> tuple[KeyPlan, str]:
-        """The key a new request uses, and the tenant (a shared key belongs to the other)."""
+    def _key(self, choice: KeyChoice, tenant: str) -> tuple[KeyPlan, str, Any | None]:
+        """The key a new request uses, the tenant (a shared key belongs to the other), and for
+        a shared key the body its owner sent: only the tenant changes, so a replay across
+        tenants is provoked rather than a refusal."""
         earlier = self._earlier(choice.pick)
         if choice.shape == "shared" and earlier is not None:
             name, owner = earlier
             other = "b" if owner == "a" else "a"
             if (other, name) not in self._identities:
-                return KeyPlan(name=name), other
-        return self._shaped(choice, earlier), tenant
+                return KeyPlan(name=name), other, self._bodies.get((owner, name))
+        return self._shaped(choice, earlier), tenant, None
 
     def _shaped(self, choice: KeyChoice, earlier: tuple[str, str] | None) -> KeyPlan:
         """A new key of the drawn shape when the target's key rules accept it (a case twin,
@@ -132,20 +155,15 @@ class Planner:
     def _operation(self, op: str, tenant: str, plan: KeyPlan, body: Any) -> None:
         self._sketch.make(plan)
         self._identities.add((tenant, plan.name))
+        self._bodies.setdefault((tenant, plan.name), body)
         if plan.shape in ("plain", "longest"):
             self._keys.append((plan.name, tenant))
         if not plan.hostile:
-            self.operations.append(_Operation(op, tenant, body, not self.faults_on,
-                                              self._actions, self._moved))
+            self.operations.append(_Operation(op, tenant, body, not self.faults_on))
 
     def retryable(self) -> list[_Operation]:
-        """Operations a retry or a reuse may name: all but those a crash may have caught and
-        whose retention has run out since (P9 counts their charges without retention windows,
-        so a late retry, which the contract lets execute again, would read as a duplicate)."""
-        retention = self.target.promises.retention
-        return [o for o in self.operations
-                if not (o.born <= self._last_crash and retention is not None
-                        and self._moved - o.moved > retention)]
+        """Operations a retry or a reuse may name: every keyed one the story made."""
+        return list(self.operations)
 
     def _target_op(self, pick: int) -> _Operation:
         retryable = self.retryable()
@@ -169,7 +187,8 @@ class Planner:
         return None
 
     def request(self, tenant: str, choice: KeyChoice, body: Any) -> list[Action]:
-        plan, tenant = self._key(choice, tenant)
+        plan, tenant, shared_body = self._key(choice, tenant)
+        body = body if shared_body is None else shared_body
         op = self._next_op()
         self._operation(op, tenant, plan, body)
         return self._drawn(NewRequest(id=op, tenant=tenant, key=plan, body=body))
@@ -178,43 +197,64 @@ class Planner:
         """A retry in one of the spellings, or a reuse with one change."""
         reached = [o for o in self.retryable() if o.reached]
         match how:
-            case "body" | "operation" | "path" | "method" if reached:
+            case "as-sent" | "keys-reversed" | "reindented" | "escaped":
+                return self._drawn(Retry(id=self._target_op(pick).id, spelling=how))
+            case _ if reached:
                 return self._drawn(self._reuse(reached[-1 - pick % len(reached)], how, fill,
                                                pick))
-            case "body" | "operation" | "path" | "method":
-                return self._drawn(Retry(id=self._target_op(pick).id))
             case _:
-                return self._drawn(Retry(id=self._target_op(pick).id, spelling=how))
+                return self._drawn(Retry(id=self._target_op(pick).id))
 
     def retry_running(self, late: bool) -> list[Action]:
-        """Retry the running slowed operation, at once or (``late``, with a clock and a lease)
-        once its lease has run out, when another request may take its key over."""
+        """Retry the running slowed operation, at once or (``late``, with a lease) once its
+        lease has run out, when another request may take its key over: past it on the clock,
+        or in real time when only real time passes it (a renewed lease, no clock) and the
+        request was slowed long enough to still run then."""
         running = self.running()
         assert running is not None  # the rule's precondition
         lease = self.target.promises.lease
         why = "past the lease of the running request"
-        if late and lease is not None and self.target.moves_clock:
+        if late and lease is not None and self.target.lease_runs_out_on_the_clock:
             if self.database_up():
                 self._moved += lease + PAST_THE_LEASE
                 return self._drawn(Clock(seconds=lease + PAST_THE_LEASE, why=why),
                                    Retry(id=running))
-        elif late and lease is not None and self.target.lease_can_run_out:
+        elif late and lease is not None and self._slowed[-1][2] >= (
+                real_time_slow_ms(self.target) or float("inf")):
             return self._drawn(Wait(seconds=lease + PAST_THE_LEASE, why=why), Retry(id=running))
         return self._drawn(Retry(id=running))
 
     def _reuse(self, original: _Operation, change: Change, fill: Fill, pick: int) -> Action:
         """Reuse a key the target has surely seen (if the first request was lost on its way,
-        the target rightly treats the "reuse" as the first request, and P4 cannot tell): with
-        another body, or on another declared operation in the same key space.  Never on a
-        route or method the target did not declare: its answer would prove nothing."""
+        the target rightly treats the "reuse" as the first request, and P4 cannot tell), with
+        one change where the target allows one (``harness._variations``): one field, the
+        operation (the same body where the other takes the same fields), the query string
+        (where the fingerprint promises to cover it); else another body altogether.  Never on
+        a route or method the target did not declare: its answer would prove nothing."""
         endpoint = self.target.endpoint
-        others = self.target.sharing_keys_with(self.target.endpoint)
-        if change != "body" and others:
-            other = others[pick % len(others)]
-            return Reuse(id=original.id, change="operation", operation=other.label,
-                         method=other.method.upper(), path=other.path, body=render(other, fill))
-        return Reuse(id=original.id, change="body",
-                     body=another_body(original.body, render(endpoint, fill)))
+        fresh = render(endpoint, fill)
+        if change == "operation":
+            others = self.target.sharing_keys_with(endpoint)
+            other = operation_change(self.target, endpoint, original.body,
+                                     render(others[pick % len(others)], fill) if others else None,
+                                     pick=pick)
+            if other is not None:
+                label = others[pick % len(others)].label
+                return Reuse(id=original.id, change="operation", operation=label,
+                             method=other.method, path=other.path, body=other.body)
+        if change == "query" and self.target.promises.query_in_fingerprint:
+            varied = query_change(endpoint, original.body)
+            return Reuse(id=original.id, change="query", path=varied.path, body=varied.body)
+        if change in ("field", "query", "operation"):
+            fields = fields_to_vary(endpoint)
+            for turn in range(len(fields)):  # the drawn field first, else the next that can
+                path = fields[(pick + turn) % len(fields)]
+                options = field_changes(endpoint, original.body, fresh, [path])
+                if options:
+                    chosen = options[pick % len(options)]
+                    return Reuse(id=original.id, change="field", field=".".join(path),
+                                 body=chosen.body)
+        return Reuse(id=original.id, change="body", body=another_body(original.body, fresh))
 
     def _plain(self, tenant: str, body: Any) -> tuple[str, KeyPlan]:
         op, plan = self._next_op(), KeyPlan(name=self._next_key(), shape="plain")
@@ -224,6 +264,25 @@ class Planner:
     def burst(self, tenant: str, copies: int, body: Any) -> list[Action]:
         op, plan = self._plain(tenant, body)
         return self._drawn(Burst(id=op, tenant=tenant, key=plan, copies=copies, body=body))
+
+    def burst_again(self, pick: int, copies: int) -> list[Action]:
+        """An earlier operation's request again, as copies released together."""
+        return self._drawn(BurstAgain(id=self._target_op(pick).id, copies=copies))
+
+    def overlap(self, tenant: str, body: Any, fraction: float, reuse: bool,
+                fill: Fill) -> list[Action]:
+        """A new request and, ``fraction`` of the measured latency later, its retry (or the
+        key with another body): a second request that meets the original still running on a
+        target with no slow hook."""
+        op, plan = self._plain(tenant, body)
+        after = int(self.latency_ms * fraction)
+        other = another_body(body, render(self.target.endpoint, fill)) if reuse else None
+        return self._drawn(Overlap(id=op, tenant=tenant, key=plan, body=body, after_ms=after,
+                                   second="reuse" if reuse else "retry", other_body=other))
+
+    def handler_fault(self, tenant: str, fault: str, body: Any) -> list[Action]:
+        op, plan = self._plain(tenant, body)
+        return self._drawn(HandlerFault(id=op, tenant=tenant, key=plan, fault=fault, body=body))
 
     def keyless(self, tenant: str, body: Any) -> list[Action]:
         return self._drawn(Keyless(id=self._next_op(), tenant=tenant, body=body))
@@ -248,11 +307,13 @@ class Planner:
         return self._drawn(Clock(seconds=seconds, why=why))
 
     def crash(self, tenant: str, point: str, body: Any) -> list[Action]:
-        self._last_crash = self._actions
         op, plan = self._plain(tenant, body)
         return self._drawn(Crash(id=op, tenant=tenant, key=plan, point=point, body=body))
 
-    def slow(self, tenant: str, body: Any) -> list[Action]:
+    def slow(self, tenant: str, body: Any, long: bool = False) -> list[Action]:
+        """A slowed request; ``long`` ones run past the lease in real time, where only real
+        time passes a lease (``real_time_slow_ms``)."""
         op, plan = self._plain(tenant, body)
-        self._slowed.append((op, self._actions))
-        return self._drawn(Slow(id=op, tenant=tenant, key=plan, delay_ms=SLOW_MS, body=body))
+        delay = (real_time_slow_ms(self.target) or SLOW_MS) if long else SLOW_MS
+        self._slowed.append((op, self._actions, delay))
+        return self._drawn(Slow(id=op, tenant=tenant, key=plan, delay_ms=delay, body=body))

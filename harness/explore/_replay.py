@@ -44,6 +44,7 @@ class ReplayConfig:
     allow_remote: bool = False
     retry_horizon: float = DEFAULT_RETRY_HORIZON
     toxiproxy: ToxiproxyServer | None = None
+    trust_moved_clock: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,16 +73,18 @@ def replay(story: Story, config: ReplayConfig,
                   report_dir=config.report_dir, allow_remote=config.allow_remote,
                   toxiproxy=config.toxiproxy) as deployment:
         emit(ScenarioStarted(REPLAY, 0, 1))
-        session = Session(deployment, retry_horizon=config.retry_horizon)
+        session = Session(deployment, retry_horizon=config.retry_horizon,
+                          trust_moved_clock=config.trust_moved_clock)
         world = session.play(story.actions())
+        best = session.reportable(session.best)
     seconds = time.monotonic() - clock
     found = Provenance(story.seed, story.examples, story.seconds, story.runs, seconds)
-    again = (failure_story(session.best, target=config.target, found=found)
-             if session.best is not None
+    again = (failure_story(best, target=config.target, found=found) if best is not None
              else story_of(world.steps, None, target=config.target, found=found))
     story_path = save_story(again, config.report_dir)
-    outcome = outcome_of(session.best, undecided=session.undecided, seconds=seconds,
-                         story_path=story_path, kept=session.kept, name=REPLAY)
+    outcome = outcome_of(best, undecided=session.undecided, seconds=seconds,
+                         story_path=story_path, kept=session.kept, name=REPLAY,
+                         notes=session.moved_clock)
     reproduced = story.property is not None and story.property in again.properties
     result = RunResult(config.target, (outcome,), story.seed, started_at, config.report_dir,
                        config.retry_horizon, seconds, True,

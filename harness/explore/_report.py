@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness._checker import PROPERTIES, CheckResult, PropertyResult
-from harness._findings import Verdict
+from harness._findings import Note, Verdict
 from harness._history import Event
 from harness._outcomes import ScenarioOutcome
 from harness.explore._failure import Failure
@@ -25,7 +25,7 @@ def replay_line(story_path: Path | None) -> str:
     return f"idem-harness replay {story_path}" if story_path is not None else ""
 
 
-def _with_replay(check: CheckResult, line: str) -> CheckResult:
+def _with_replay(check: CheckResult, line: str, notes: Sequence[Note]) -> CheckResult:
     results = {
         pid: PropertyResult(r.property, r.verdict,
                             tuple(replace(f, reproduce=line) for f in r.findings), r.notes,
@@ -33,22 +33,25 @@ def _with_replay(check: CheckResult, line: str) -> CheckResult:
         for pid, r in check.results.items()
     }
     return CheckResult(results, [replace(f, reproduce=line) for f in check.findings],
-                       check.notes)
+                       [*check.notes, *notes])
 
 
 def outcome_of(failure: Failure | None, *, undecided: list[str], seconds: float,
                story_path: Path | None, kept: Sequence[Event] = (),
-               name: str = EXPLORER.name) -> ScenarioOutcome:
+               name: str = EXPLORER.name, notes: Sequence[Note] = ()) -> ScenarioOutcome:
     """The scenario outcome for a failing story, or for a run in which none failed: then
-    ``kept``, every example's history, is its history, so the report shows what was sent."""
+    ``kept``, every example's history, is its history, so the report shows what was sent.
+    ``notes`` are the exploration's own (findings seen only with a moved clock)."""
     properties = tuple(PROPERTIES.ids())
     if failure is None:
         verdict: Verdict = "unknown" if undecided else "pass"
         reason = ("the checker could not decide: " + "; ".join(sorted(set(undecided))[:3])
                   if undecided else None)
-        return ScenarioOutcome(name, verdict, properties, reason=reason, events=tuple(kept),
-                               seconds=seconds)
-    check = _with_replay(failure.check, replay_line(story_path)) if failure.check else None
+        check = CheckResult({}, [], list(notes)) if notes else None
+        return ScenarioOutcome(name, verdict, properties, check, reason=reason,
+                               events=tuple(kept), seconds=seconds)
+    check = (_with_replay(failure.check, replay_line(story_path), notes) if failure.check
+             else None)
     verdict = "fail" if check and check.findings else "unknown"
     return ScenarioOutcome(name, verdict, properties, check, failure.error, failure.events,
                            seconds)

@@ -20,9 +20,10 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
-from harness._checker import PROPERTIES, CheckResult
+from harness._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness._deployment import Deployment
 from harness._errors import HarnessError
+from harness._findings import Finding, Note
 from harness._history import Event
 from harness._outcomes import Handler, RunEvent
 from harness._paths import state_dir
@@ -30,9 +31,11 @@ from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.explore._actions import Action
 from harness.explore._failure import Failure
+from harness.explore._real_time import MAX_CONFIRMATIONS, in_real_time
 from harness.explore._world import World
 
-__all__ = ["AT_THE_END", "STEP_PROPERTIES", "Session", "StoryFailed", "deployed", "emitter"]
+__all__ = ["AT_THE_END", "STEP_PROPERTIES", "Session", "StoryFailed", "TargetLost", "deployed",
+           "emitter"]
 
 #: Judged only once the story's clients have settled: "retries after a crash converge" cannot
 #: be judged while a client is still retrying.
@@ -67,6 +70,16 @@ def deployed(target: Target, *, command: str, started_at: str, report_dir: Path 
         yield deployment
 
 
+class TargetLost(KeyboardInterrupt):
+    """The target cannot be brought back for the next example: the exploration cannot go on.
+    A ``KeyboardInterrupt`` so that Hypothesis lets it through at once (an ordinary error would
+    be taken for the example's failure and replayed); the explorer raises ``error`` again."""
+
+    def __init__(self, error: HarnessError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class StoryFailed(Exception):
     """Raised inside Hypothesis when a story fails, so that it shrinks the story.  Not a
     ``HarnessError``: it never leaves the explorer."""
@@ -86,12 +99,20 @@ class Session:
 
     ``phase`` is ``drawing`` until the first failure, then ``shrinking`` (``minimising`` for
     the session that drops steps); ``progress`` hears it and the example count as each example
-    starts, and ``enough``, asked at the same moment, may stop the search (it raises)."""
+    starts, and ``enough``, asked at the same moment, may stop the search (it raises).
+
+    A finding seen only with a moved clock (``CheckResult.unconfirmed``) fails no example by
+    itself: at the example's end the story is told again in real time (``_real_time``), and
+    only if the same property breaks then does it count.  Once a property is confirmed so,
+    stories that break it with a moved clock count as failures while Hypothesis shrinks them
+    (``Failure.moved_clock``); the explorer confirms the shortest in real time at the end.
+    ``trust_moved_clock`` counts them at once, as the user may ask."""
 
     def __init__(self, deployment: Deployment, *, retry_horizon: float,
                  listener: Callable[[Event], None] | None = None,
                  progress: Callable[[str, int], None] | None = None,
-                 phase: str = "drawing") -> None:
+                 phase: str = "drawing", trust_moved_clock: bool = False,
+                 confirm: bool = True) -> None:
         self.deployment = deployment
         self.listener = listener  # sees every event of every example (progress)
         self.progress = progress
@@ -99,6 +120,8 @@ class Session:
         self.phase = phase
         self.target = deployment.target
         self.retry_horizon = retry_horizon
+        self.trust_moved_clock = trust_moved_clock
+        self.confirm = confirm
         self.started = time.monotonic()
         self.examples = 0
         self.steps = 0  # drawn steps performed, over every example
@@ -107,6 +130,16 @@ class Session:
         self.best: Failure | None = None
         self.undecided: list[str] = []
         self.kept: list[Event] = []
+        #: A story that failed in real time after a moved clock first showed its property.
+        self.confirmed: Failure | None = None
+        self.confirmations = 0
+        #: An ordinary request's latency, measured once (``measure_latency``): when a second
+        #: request must leave to meet the first still running, on a target with no slow hook.
+        self.latency_ms = 0
+        #: Findings seen only with a moved clock and not confirmed, in words for the report.
+        self.moved_clock: list[Note] = []
+        #: Operations the explorer could not draw for this target, and why.
+        self.not_drawn: dict[str, str] = {}
         self._failures = 0
         self._began = 0.0
         self._next_op = 0
@@ -118,12 +151,29 @@ class Session:
         self.examples += 1
         if self.progress is not None:
             self.progress(self.phase, self.examples)
-        self.deployment.restart_dead_instances()  # a crash may have left one down
+        return self._world()
+
+    def _world(self) -> World:
+        try:
+            self.deployment.restart_dead_instances()  # a crash may have left one down
+        except HarnessError as exc:
+            raise TargetLost(exc) from exc
         self._began = time.monotonic() - self.started
-        world = World(self.deployment, retry_horizon=self.retry_horizon)
+        world = World(self.deployment, retry_horizon=self.retry_horizon,
+                      trust_moved_clock=self.trust_moved_clock)
         if self.listener is not None:
             world.history.subscribe(self.listener)
         return world
+
+    def measure_latency(self) -> int:
+        """Measure an ordinary request's latency (the median of a few, each with a fresh key,
+        in a history of their own that no example keeps)."""
+        world = self._world()
+        try:
+            self.latency_ms = int(world.context.measure_latency() * 1000)
+        finally:
+            world.close()
+        return self.latency_ms
 
     def _keep(self, world: World) -> None:
         """Append the example's history to ``kept``, numbered on from the examples before it
@@ -137,7 +187,9 @@ class Session:
 
     def play(self, actions: Sequence[Action]) -> World:
         """Run a fixed story (a replay, a shorter candidate) exactly as an example runs."""
-        world = self.begin()
+        return self._play(self.begin(), actions)
+
+    def _play(self, world: World, actions: Sequence[Action]) -> World:
         try:
             for action in actions:
                 self.act(world, action)
@@ -165,21 +217,23 @@ class Session:
             return
         events = world.observe()
         result = world.judge(events, STEP_PROPERTIES)
-        if result.findings:
-            self._fail(world, result, STEP_PROPERTIES, events, broke_at=world.steps[-1].number)
+        self._judged(world, result, STEP_PROPERTIES, events, broke_at=world.steps[-1].number)
 
     def finish(self, world: World) -> None:
-        """The end of an example: settle, judge every property, leave the deployment clean,
-        and tell Hypothesis if the story failed."""
+        """The end of an example: settle, judge every property, confirm in real time what only
+        a moved clock showed, leave the deployment clean, and tell Hypothesis if the story
+        failed."""
         try:
             if world.failure is None:
                 self._settle_and_judge(world)
         finally:
             world.close()
             self._keep(world)
+        if world.failure is None and world.doubted:
+            self._confirm(world)
         failure = world.failure
         if failure is not None:
-            findings = failure.check.findings if failure.check else []
+            findings = failure.failing_findings
             broken = _BROKEN[findings[0].property] if findings else StoryFailed
             raise broken(failure.error or "; ".join(f.message for f in findings))
 
@@ -192,23 +246,86 @@ class Session:
             return
         events = world.observe(every_key=True)
         result = world.judge(events)
-        if result.findings:
-            self._fail(world, result, tuple(PROPERTIES.ids()), events, broke_at=None)
+        self._judged(world, result, tuple(PROPERTIES.ids()), events, broke_at=None)
         self.undecided += [f"{pid}: {r.reason}" for pid, r in result.results.items()
                            if r.verdict == "unknown" and r.reason]
 
+    def _judged(self, world: World, result: CheckResult, properties: tuple[str, ...],
+                events: Sequence[Event], *, broke_at: int | None) -> None:
+        """A verdict on the story so far: a finding fails it; a finding seen only with a
+        moved clock fails it only for a property already confirmed in real time, and is
+        otherwise kept for the real-time telling at the example's end."""
+        if result.findings:
+            self._fail(world, result, properties, events, broke_at=broke_at)
+            return
+        if not result.unconfirmed:
+            return
+        confirmed = self.confirmed.broken if self.confirmed is not None else None
+        if confirmed in {f.property for f in result.unconfirmed}:
+            self._fail(world, result, properties, events, broke_at=broke_at, moved_clock=True)
+        elif not world.doubted:
+            world.doubted = list(result.unconfirmed)
+
+    def _confirm(self, world: World) -> None:
+        """Tell the story again with real waits in place of its jumps made while requests ran:
+        if one of the doubted properties breaks again, the story fails; if not, or if it
+        cannot be told in real time, each doubted finding is reported as seen only with a
+        moved clock."""
+        doubted = {f.property for f in world.doubted}
+        story = in_real_time(world.steps, world.history.events())
+        why = story.why
+        if story.actions is not None and self.confirm and self.confirmations < MAX_CONFIRMATIONS:
+            self.confirmations += 1
+            if self.progress is not None:
+                self.progress("confirming in real time", self.examples)
+            told = self._play(self._world(), story.actions)
+            failure = told.failure
+            if failure is not None and doubted & {f.property for f in failure.failing_findings}:
+                self.confirmed = failure
+                failure_events = world.history.events()
+                self._fail(world, None, tuple(PROPERTIES.ids()), failure_events, broke_at=None,
+                           moved_clock=True, doubted=world.doubted)
+                return
+            why = "the story told again in real time did not break it"
+        elif story.actions is not None:
+            why = ("the exploration already confirmed as many stories in real time as it may"
+                   if self.confirm else "real-time confirmation is off")
+        for finding in world.doubted:
+            self.moved_clock.append(Note(
+                finding.property, finding.key,
+                f"{MOVED_CLOCK}, not confirmed ({why}): {finding.message}",
+                {"moved_clock": True, "finding": finding.to_json()}))
+
     def _fail(self, world: World, result: CheckResult | None, properties: tuple[str, ...],
               events: Sequence[Event] = (), *, broke_at: int | None,
-              error: str | None = None) -> None:
+              error: str | None = None, moved_clock: bool = False,
+              doubted: Sequence[Finding] = ()) -> None:
         """Keep the failing story as it stands now; the steps drawn after it change nothing."""
         self._failures += 1
         if self.first_failure is None:
             self.first_failure = (self.examples, time.monotonic() - self.started)
-            self.phase = "shrinking"
+            if self.phase == "drawing":
+                self.phase = "shrinking"
+        if result is None and doubted:
+            result = CheckResult({}, [], [], list(doubted))
         failure = Failure(tuple(world.steps), tuple(events) or world.history.events(), result,
-                          properties, broke_at, error, self._failures)
+                          properties, broke_at, error, self._failures, moved_clock)
         world.failure = failure
         if self.best is None or failure.operations < self.best.operations:
             self.improved_at = self.examples
         if self.best is None or failure.rank < self.best.rank:
             self.best = failure
+
+    def reportable(self, best: Failure | None) -> Failure | None:
+        """The failure to report: ``best``, told in real time when only a moved clock showed
+        it (else the story first confirmed in real time)."""
+        if best is None or not best.moved_clock:
+            return best
+        if self.confirmed is not None and best.operations >= self.confirmed.operations:
+            return self.confirmed  # the story already told in real time is as short
+        story = in_real_time(best.steps, best.events)
+        if story.actions is not None:
+            told = self._play(self._world(), story.actions).failure
+            if told is not None and best.broken in {f.property for f in told.failing_findings}:
+                return told
+        return self.confirmed

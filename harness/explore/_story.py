@@ -73,6 +73,9 @@ class Story(BaseModel):
     operations: int = 0
     keys: dict[str, str] = {}
     charges: dict[str, int] = {}
+    #: False when the exploration was interrupted before shrinking ended: the story failed,
+    #: but a shorter one may exist.
+    shrunk: bool = True
     hypothesis: str = HYPOTHESIS_VERSION
     steps: list[StoryStep]
 
@@ -139,7 +142,7 @@ class Provenance:
 
 def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: Target,
              found: Provenance, broke_at: int | None = None, error: str | None = None,
-             events: Sequence[Event] = ()) -> Story:
+             events: Sequence[Event] = (), shrunk: bool = True) -> Story:
     """The story of ``steps``, judged by ``check`` (or stopped by ``error``); ``events`` (its
     history) gives the charges it ended with."""
     findings = check.findings if check else []
@@ -154,16 +157,18 @@ def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: 
         target_definition=target.model_dump(mode="json"),
         broke_at=broke_at, evidence=_evidence(first, steps),
         operations=sum(1 for s in steps if not s.settle), keys=_legend(steps),
-        charges=_final_charges(steps, events),
+        charges=_final_charges(steps, events), shrunk=shrunk,
         steps=[StoryStep(number=s.number, kind=s.kind, text=s.text, response=s.response,
                          effects=s.effects, settle=s.settle,
                          action=None if s.settle else s.action) for s in steps],
     )
 
 
-def failure_story(failure: Failure, *, target: Target, found: Provenance) -> Story:
+def failure_story(failure: Failure, *, target: Target, found: Provenance,
+                  shrunk: bool = True) -> Story:
     return story_of(failure.steps, failure.check, target=target, found=found,
-                    broke_at=failure.broke_at, error=failure.error, events=failure.events)
+                    broke_at=failure.broke_at, error=failure.error, events=failure.events,
+                    shrunk=shrunk)
 
 
 def save_story(story: Story, report_dir: Path | None) -> Path | None:

@@ -20,8 +20,8 @@ from harness.explore._actions import Change, Spelling
 from harness.explore._bodies import Fill, render
 from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds
 
-__all__ = ["AGAIN", "PAST_THE_LEASE", "Again", "BadBody", "Draft", "KeyChoice",
-           "Strategies"]
+__all__ = ["AGAIN", "OVERLAP_FRACTIONS", "PAST_THE_LEASE", "Again", "BadBody", "Draft",
+           "KeyChoice", "Strategies"]
 
 #: How far past the promised lease a jump goes: beyond the checker's slack for clock skew.
 PAST_THE_LEASE = LEASE_SLACK + 3.0
@@ -40,7 +40,11 @@ RECENT_FIRST = (0, 0, 0, 1, 2, 3)
 #: then the reuses (another body; another declared operation in the key space, when the target
 #: declares one, else another body).
 AGAIN: tuple[Spelling | Change, ...] = ("as-sent", "as-sent", "keys-reversed", "reindented",
-                                        "escaped", "body", "body", "operation")
+                                        "escaped", "body", "field", "field", "operation",
+                                        "query")
+#: When, as a fraction of the target's measured latency, an overlapping second request
+#: leaves after the original.
+OVERLAP_FRACTIONS = (0.1, 0.25, 0.5)
 
 ChoiceShape = Literal["plain", "longest", "case-twin", "sibling", "shared", "hostile", "odd"]
 
@@ -125,6 +129,8 @@ class Strategies:
         self.clock_steps = _clock_steps(target)
         crash = target.hooks.crash
         self.crash_points = (list(crash.points) if crash and crash.header else ["in-flight"])
+        self.handler_faults = [f.name for f in target.hooks.handler_faults]
+        self.fractions = st.sampled_from(OVERLAP_FRACTIONS)
 
     def body(self, fill: Fill) -> Any:
         """The primary operation's body template filled with ``fill``."""

@@ -15,13 +15,16 @@ from harness._target import Target
 from harness.explore._actions import (
     Action,
     Burst,
+    BurstAgain,
     Clock,
     Crash,
     FaultOff,
     FaultOn,
+    HandlerFault,
     HostileBody,
     Keyless,
     NewRequest,
+    Overlap,
     Retry,
     Reuse,
     Slow,
@@ -37,6 +40,8 @@ def _needs(action: Action) -> str | None:
         return "crash"
     if isinstance(action, Slow):
         return "slow"
+    if isinstance(action, HandlerFault):
+        return "handler-error"
     return None
 
 
@@ -63,7 +68,12 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
             problems.append(f"{where} reuses the key on operation {action.operation!r}, which "
                             f"target {target.name} does not declare in the key space of "
                             f"{target.endpoint.label}")
-        if isinstance(action, NewRequest | Burst | Keyless | Crash | Slow | HostileBody):
+        if isinstance(action, HandlerFault) and action.fault not in {
+                f.name for f in target.hooks.handler_faults}:
+            problems.append(f"{where}: target {target.name} declares no handler fault "
+                            f"{action.fault!r} ([[hooks.handler_errors]] names)")
+        if isinstance(action, NewRequest | Burst | Keyless | Crash | Slow | HostileBody
+                      | Overlap | HandlerFault):
             if action.tenant != "a" and "tenants" not in capabilities:
                 problems.append(f"{where} uses a second tenant: "
                                 f"{missing_capability(target, 'tenants')}")
@@ -76,7 +86,7 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
                 keys.add(plan.name)
                 if not plan.hostile and not isinstance(action, HostileBody):
                     operations.add(action.id)
-        if isinstance(action, Retry | Reuse) and action.id not in operations:
+        if isinstance(action, Retry | Reuse | BurstAgain) and action.id not in operations:
             problems.append(f"{where} names operation {action.id}, which no earlier step made")
         if isinstance(action, FaultOn | FaultOff):
             fault = FAULTS.get(action.fault)

@@ -23,21 +23,25 @@ from harness._checker import CheckOptions, CheckResult, check_history
 from harness._client import Request, RetryPolicy, is_final
 from harness._deployment import Deployment
 from harness._errors import ServiceError
+from harness._findings import Finding
 from harness._history import ORACLE, Event, History
 from harness._nemesis import fault_named
 from harness._oracle import record_total
 from harness._scenario import ScenarioContext
-from harness._target import keyless_counting
+from harness._target import ErrorPolicy, keyless_counting
 from harness.explore._actions import (
     Action,
     Burst,
+    BurstAgain,
     Clock,
     Crash,
     FaultOff,
     FaultOn,
+    HandlerFault,
     HostileBody,
     Keyless,
     NewRequest,
+    Overlap,
     Retry,
     Reuse,
     Slow,
@@ -74,6 +78,7 @@ class _Operation:
     request: Request
     attempts: int = 1
     born: float = 0.0  # the seconds the target's clock had been moved when it was first sent
+    errors: ErrorPolicy | None = None  # the error policy of the handler fault it met
 
     @property
     def identity(self) -> Identity:
@@ -87,10 +92,13 @@ def _identity(request: Request) -> Identity:
 class World:
     """Performs one story's actions against a running deployment and records them."""
 
-    def __init__(self, deployment: Deployment, *, retry_horizon: float) -> None:
+    def __init__(self, deployment: Deployment, *, retry_horizon: float,
+                 trust_moved_clock: bool = False) -> None:
         self.deployment = deployment
         self.target = deployment.target
         self.retry_horizon = retry_horizon
+        self.options = CheckOptions.for_target(self.target, retry_horizon,
+                                               trust_moved_clock=trust_moved_clock)
         self.history = History()
         self.context = ScenarioContext(scenario=EXPLORER, deployment=deployment,
                                        history=self.history, rng=random.Random(uuid.uuid4().int),
@@ -102,10 +110,13 @@ class World:
         self._faults_on: list[str] = []
         self._background = Background(self.context)
         self._crashed = False
+        self._handler_failed = False
         self._moved = 0.0  # seconds the story has moved the target's clock
         self._renewed = False  # a key was sent again after its retention ran out
         self._database_faulted = False  # a fault acted on the target's database
         self.failure: Failure | None = None  # once set, nothing more happens in this world
+        #: Findings seen only with a moved clock, kept for the real-time telling at the end.
+        self.doubted: list[Finding] = []
         self._observed = 0  # history events already seen by the oracle's last look
         hooks = self.target.hooks
         self._watches_storage = bool(hooks.store_size and self.target.moves_clock)
@@ -138,11 +149,30 @@ class World:
                     operation.request, raw_body=raw, label="retry"))), operation.identity
             case Reuse():
                 operation = self._operations[action.id]
+                what = f"field:{action.field}" if action.change == "field" else action.change
                 changed = replace(operation.request, body=action.body, path=action.path,
-                                  method=action.method, label=f"reuse:{action.change}")
+                                  method=action.method, label=f"reuse:{what}")
                 if action.change in ("path", "method"):  # a story saved before issue 13
                     changed = replace(changed, body=operation.request.body)
                 return self._answer(self._again(operation, changed)), operation.identity
+            case BurstAgain():
+                operation = self._operations[action.id]
+                self._note_renewal(operation)
+                again = replace(operation.request, label="burst-again")
+                return self._burst(action.id, again, action.copies,
+                                   first_attempt=operation.attempts + 1), operation.identity
+            case Overlap():
+                request = self._new_operation(action.id, action.tenant, action.key, action.body,
+                                              label="original")
+                return self._overlap(action, request), _identity(request)
+            case HandlerFault():
+                fault = next(f for f in self.target.hooks.handler_faults if f.name == action.fault)
+                request = self._new_operation(action.id, action.tenant, action.key, action.body,
+                                              label=f"handler:{fault.name}")
+                self._operations[action.id].errors = fault.errors
+                self._handler_failed = True
+                faulted = replace(request, headers={**request.headers, fault.header: fault.value})
+                return self._answer(self._send(faulted)), _identity(request)
             case Burst():
                 request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                               label="burst")
@@ -229,23 +259,37 @@ class World:
                 time.sleep(0.1)
         return "the store answers again"
 
-    def _burst(self, name: str, request: Request, copies: int) -> str:
+    def _burst(self, name: str, request: Request, copies: int, *, first_attempt: int = 1) -> str:
         """Release the copies together; each one told "in progress" then retries until it
         gets the final answer, as the clients of a retry storm do."""
-        answers = self.context.concurrently([request] * copies, timeout=self._timeout())
+        answers = self.context.concurrently([request] * copies, timeout=self._timeout(),
+                                            attempt=first_attempt)
         first = Counter(self._answer(a) for a in answers)
         text = ", ".join(f"{answer} x{n}" for answer, n in first.items())
         later: list[Event] = []
-        waiting = self.target.promises.in_progress_status
+        promises = self.target.promises
         for position, answer in enumerate(answers):
-            if answer.status == waiting:
-                later += self._until_answered(replace(request, label="retry"), first_attempt=2,
+            if promises.says_in_progress(answer.status):
+                later += self._until_answered(replace(request, label="retry"),
+                                              first_attempt=first_attempt + 1,
                                               process=f"c{position}")
         if later:
             settled = Counter(self._answer(a) for a in later)
             text += "; retried: " + ", ".join(f"{answer} x{n}" for answer, n in settled.items())
-        self._operations[name].attempts = max([1, *(a.attempt or 1 for a in later)])
+        self._operations[name].attempts = max([first_attempt,
+                                               *(a.attempt or 1 for a in later)])
         return text
+
+    def _overlap(self, action: Overlap, request: Request) -> str:
+        """The original and, ``after_ms`` later, its retry or a reuse of its key, each on a
+        connection of its own: the second meets the original still running when the delay is
+        inside the target's latency (the checker reads from the times whether it did)."""
+        second = (replace(request, label="retry") if action.second == "retry"
+                  else replace(request, body=action.other_body, label="reuse:body"))
+        answers = self.context.concurrently([request, second], stagger=action.after_ms / 1000,
+                                            timeout=self._timeout())
+        self._operations[action.id].attempts = 2
+        return "; then ".join(self._answer(a) for a in answers)
 
     def _new_operation(self, name: str, tenant: str, plan: KeyPlan, body: Any, *,
                        label: str = "") -> Request:
@@ -362,8 +406,7 @@ class World:
     def judge(self, events: Sequence[Event],
               properties: Sequence[str] | None = None) -> CheckResult:
         """The checker's verdict on ``events`` (all properties unless told)."""
-        return check_history(events, CheckOptions.for_target(self.target, self.retry_horizon),
-                             properties=properties)
+        return check_history(events, self.options, properties=properties)
 
     # ---- ending ----------------------------------------------------------------------------
 
@@ -377,14 +420,15 @@ class World:
         self._background.join()
         self.deployment.restart_dead_instances()
         waiting = self._retry_unanswered(list(self._unsettled()))
-        promises, clock = self.target.promises, self.target.moves_clock
-        stuck = [op for op, last in waiting if last.status == promises.in_progress_status]
-        if not (stuck and self._crashed and promises.lease is not None):
+        promises = self.target.promises
+        stuck = [op for op, last in waiting if promises.says_in_progress(last.status)]
+        if not (stuck and (self._crashed or self._handler_failed) and promises.lease is not None):
             return
-        past, why = promises.lease + PAST_THE_LEASE, "past the lease of the request that died"
-        if clock:
+        past = promises.lease + PAST_THE_LEASE
+        why = "past the lease of the request that died or failed"
+        if self.target.lease_runs_out_on_the_clock and self.deployment.clock_known:
             self._record(Clock(seconds=past, why=why), len(self.steps) + 1, settle=True)
-        elif self.target.lease_can_run_out:  # no clock: a short lease is waited out
+        elif self.target.lease_can_run_out:  # else a short lease is waited out in real time
             self._record(Wait(seconds=past, why=why), len(self.steps) + 1, settle=True)
         else:
             return
@@ -401,7 +445,7 @@ class World:
             operation for operation in self._operations.values()
             if (retention is None or self._moved - operation.born <= retention)
             and not any(a.completion is not None and a.invoke.time > since
-                        and is_final(a.completion, promises)
+                        and is_final(a.completion, promises, errors=operation.errors)
                         for a in view.by_identity.get(operation.identity, []))
         ]
 
@@ -416,7 +460,8 @@ class World:
             self.steps.append(record)
             self._note_renewal(operation)
             answers = self._until_answered(replace(operation.request, label="retry"),
-                                           first_attempt=operation.attempts + 1)
+                                           first_attempt=operation.attempts + 1,
+                                           errors=operation.errors)
             operation.attempts += len(answers)
             record.response = ", ".join(self._answer(a) for a in answers)
             record.last_event = len(self.history)
@@ -424,15 +469,16 @@ class World:
         return last
 
     def _until_answered(self, request: Request, *, first_attempt: int,
-                        process: str = "c0") -> list[Event]:
+                        process: str = "c0", errors: ErrorPolicy | None = None) -> list[Event]:
         """Retry as a careful client does until a final answer (a bounded number of times);
-        while a network fault acts, each attempt gives up after the fault timeout."""
+        while a network fault acts, each attempt gives up after the fault timeout.  ``errors``
+        is the policy of the handler fault the operation met, where it has its own."""
         answers: list[Event] = []
         for attempt in range(first_attempt, first_attempt + CAREFUL_CLIENT.max_attempts):
             answer = self.context.send(request, process=process, attempt=attempt,
                                        timeout=self._timeout())
             answers.append(answer)
-            if self.context.is_final(answer):
+            if is_final(answer, self.target.promises, errors=errors):
                 break
             time.sleep(CAREFUL_CLIENT.delay(len(answers), (answer.headers or {}).get(
                 "retry-after"), self.context.rng))

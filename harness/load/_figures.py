@@ -84,7 +84,7 @@ def load_figures(view: View, promises: Promises, check: CheckResult) -> dict[str
         "double_submits": len({a.identity for a in attempts if a.invoke.label == DOUBLE_SUBMIT}),
         "reuses": len({a.identity for a in reuses}),
         "reuses_refused": sum(1 for a in reuses if a.status == promises.mismatch_status),
-        "status_409": sum(1 for a in done if a.status == promises.in_progress_status),
+        "status_409": sum(1 for a in done if promises.says_in_progress(a.status)),
         "replays": (sum(1 for a in done if promises.marks_replay(a.headers))
                     if marker else None),
         "give_ups": give_ups,

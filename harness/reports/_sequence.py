@@ -2,8 +2,9 @@
 
 Lanes: the client, Toxiproxy, the server and its store.  Every event the finding cites is a row:
 a request crosses Toxiproxy to the server (or stops there while an upstream fault holds it), its
-answer comes back (or is lost at Toxiproxy while a response fault acts), faults, crashes and clock
-jumps are markers on the lane they act on, and the oracle's count is a ledger box on the store.
+answer comes back (or is lost at Toxiproxy while a response fault acts), a write the store proxy
+saw committed goes from the server to the store, faults, crashes and clock jumps are markers on
+the lane they act on, and the oracle's count is a ledger box on the store.
 A request stall (an upstream latency longer than the stall) holds requests at Toxiproxy; they
 reach the server together when it is healed, which is where their charges are drawn.
 
@@ -440,12 +441,17 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
         elif event.f in ("fault", "heal"):
             lane: LaneName = "store" if event.value.get("where") == "store" else "toxiproxy"
             name = str(event.value.get("fault"))
+            if "after_write" in event.value:  # a fault at a write: which one
+                name += f" {event.value['after_write']}"
             text = name if event.f == "fault" else f"healed {name}"
             add(event.f, event, boxes=(_box(lane, text, bolt=event.f == "fault"),))
             if event.index in released:
                 rows.append(_release_row(released[event.index], rows, event.time - start))
                 for invoke in released[event.index]:
                     commit_once(commits.get(invoke), event.time - start)
+        elif event.f == "store-write":
+            add("store-write", event, lines=(Line(LANE_X["server"], LANE_X["store"]),),
+                labels=(Label(LANE_X["server"] + 8, _fit(_store_write_text(event), 36)),))
         elif event.f == "crash":
             add("crash", event, boxes=(_box("server", f"crash ({event.value.get('how', '?')})",
                                             bolt=True),))
@@ -460,6 +466,13 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             add("size", event, highlight=event.index in marks.sizes,
                 boxes=(_box("store", f"key table: {event.value.get('rows', '?')} rows"),))
     return rows
+
+
+def _store_write_text(event: Event) -> str:
+    """``write 2: INSERT (COMMIT)``: a write the store proxy saw committed."""
+    value = event.value
+    kinds = ", ".join(str(k) for k in value.get("kinds", ())) or "write"
+    return f"write {value.get('write', '?')}: {kinds} ({value.get('commit', '?')})"
 
 
 def _release_row(invokes: list[int], rows: list[Row], elapsed: float) -> Row:

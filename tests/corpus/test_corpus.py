@@ -31,7 +31,9 @@ from scenarios import CATALOG, default_scenarios, get_scenario
 from tests.corpus.conftest import TARGETS, corpus_target
 
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
-            "query_clock", "upsert_sqlite", "stored_errors")
+            "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
+            "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
+            "renewed_lease", "sweeping_cleanup", "redis_ledger")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 
@@ -53,6 +55,28 @@ FLAWS = (
     ("upsert_sqlite", "no-replay-header", "key-reuse", ("P3",)),
     ("stored_errors", "drop-location", "key-reuse", ("P3",)),
     ("stored_errors", "charge-before-fault", "handler-error", ("P2",)),
+    # issue 24: one factor at a time, and the flaws still unseen (items 7-13)
+    ("wsgi_latin1", "fingerprint-no-path", "key-reuse", ("P4",)),
+    ("wsgi_latin1", "expired-burst", "late-retry", ("P1",)),
+    ("any_keys", "tenant-replay", "tenant-collision", ("P8",)),
+    ("any_keys", "stuck-in-progress", "late-retry", ("P9",)),
+    ("per_fault_errors", "currency-blind", "key-reuse", ("P4",)),
+    ("redis_store", "no-ttl", "bounded-storage", ("P11",)),
+    ("redis_store", "lost-lock-empty-fingerprint", "zombie-original", ("P4",)),
+    ("locked_423", "placeholder-200", "in-flight-retry", ("P5",)),
+    ("locked_423", "cache-5xx", "handler-error", ("P3",)),
+    # issue 23: clocks and timers that differ from the reference server's
+    ("memory_clock", "no-takeover", "crash-mid-request", ("P9",)),
+    ("memory_clock", "retention-1h", "late-retry", ("P6", "P1")),
+    ("memory_clock", "takeover-finished", "late-retry", ("P1", "P6")),
+    ("memory_clock_blind", "no-takeover", "crash-mid-request", ("P9",)),
+    ("renewed_lease", "no-renewal", "in-flight-retry", ("P1", "P2")),
+    ("renewed_lease", "renew-after-error", "handler-error", ("P9",)),
+    ("renewed_lease", "renew-any-in-progress", "crash-mid-request", ("P9",)),
+    ("sweeping_cleanup", "sweep-running", "in-flight-retry", ("P1", "P2")),
+    ("sweeping_cleanup", "sweep-charged", "crash-mid-request", ("P1", "P9")),
+    ("sweeping_cleanup", "no-cleanup", "bounded-storage", ("P11",)),
+    ("redis_ledger", "two-step-response", "cut-after-commit", ("P1", "P9")),
 )
 
 
@@ -73,7 +97,7 @@ def _run(name: str, flaw: str | None, scenarios: list[str] | None, report_dir: P
 
 
 def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
-    assert len(SERVICES) >= 8
+    assert len(SERVICES) >= 17
     assert {s for s, *_ in FLAWS} == set(SERVICES)
     targets = {name: corpus_target(name) for name in SERVICES}
     promises = {name: t.promises for name, t in targets.items()}
@@ -88,8 +112,24 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
                and t.effects.keyless.how == "total" for t in targets.values())  # type: ignore[union-attr]
     assert any(not t.shares_state for t in targets.values())
     assert any(t.tenant is None for t in targets.values())
+    assert any(t.store_proxy is not None and t.store_proxy.protocol == "redis"
+               for t in targets.values())
     assert any(t.hooks.clock is not None and "?seconds={seconds}" in t.hooks.clock.path
                and not t.hooks.clock.body for t in targets.values())
+    # issue 24's choices
+    assert any(t.key.charset == "any" and t.key.max_length == 0 for t in targets.values())
+    assert any(t.hooks.store_size is not None and t.hooks.store_size.sql is not None
+               for t in targets.values())
+    assert any(t.hooks.store_size is not None and t.hooks.store_size.redis is not None
+               and t.clock is not None for t in targets.values())
+    assert any(f.when == "error-answer" and f.errors == "store" and t.promises.errors == "release"
+               for t in targets.values() for f in t.hooks.handler_faults)
+    assert any(op.valid_values for t in targets.values() for op in t.keyed_operations)
+    # issue 23's clocks
+    clocks = [t.hooks.clock for t in targets.values() if t.hooks.clock is not None]
+    assert any(c.read is not None and c.read_field is not None for c in clocks)
+    assert any(c.restart_resets and c.read is None for c in clocks)
+    assert any(p.lease_renewed for p in promises.values())
 
 
 #: Correct-service runs are mostly waiting (retry backoff, leases, slowed handlers), so they

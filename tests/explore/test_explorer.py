@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness._reference import reference_target
+from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer
 from harness.explore import (
     ExploreConfig,
@@ -27,6 +28,7 @@ from harness.explore._actions import Action, Clock, NewRequest, Retry, Slow
 from harness.explore._keys import KeyPlan
 from harness.reports import ReportDirectory
 from reference_server.flaws import FLAWS
+from tests.corpus.conftest import corpus_target
 
 #: Small budgets: the suite shares a 2-core machine with everything else.
 SHRINK_SECONDS = 6.0
@@ -79,12 +81,19 @@ def hand_written(*actions: Action) -> Story:
                         for n, a in enumerate(actions, start=1)])
 
 
-#: A request that outlives its lease, a clock jump past it, and the retry that takes over.
+#: A request that outlives its lease, a clock jump past it, and the retry that takes over
+#: (on a reference server whose lease is 3 s, so that real time can confirm it quickly).
 TAKEOVER = hand_written(
     Slow(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), delay_ms=1000, body=BODY),
-    Clock(seconds=35, why="past the lease"),
+    Clock(seconds=8, why="past the lease"),
     Retry(id="o1"),
 )
+SHORT_LEASE = ("--lease", "3s")
+
+
+def reference(flaw: str | None, *args: str) -> Target:
+    target = reference_target(store=None, flaw=flaw)
+    return target.with_start_args(list(args)).with_promises(lease=3.0) if args else target
 #: The same key from two tenants.
 SHARED_KEY = hand_written(
     NewRequest(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), body=BODY),
@@ -101,12 +110,43 @@ SHARED_KEY = hand_written(
 def test_a_story_holds_on_the_correct_server_and_breaks_the_flaw_it_is_about(
         toxiproxy_server: ToxiproxyServer, tmp_path: Path, story: Story, flaw: str | None,
         expected: str | None) -> None:
-    done = replay(story, ReplayConfig(target=reference_target(store=None, flaw=flaw),
+    args = SHORT_LEASE if story is TAKEOVER else ()
+    done = replay(story, ReplayConfig(target=reference(flaw, *args),
                                       report_dir=tmp_path, toxiproxy=toxiproxy_server))
     if expected is None:
         assert done.result.verdict == "pass", done.result.findings
     else:
         assert expected in done.story.properties
+
+
+def test_a_finding_a_jump_showed_is_reported_once_real_time_shows_it_too(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """The takeover needs a jump made while the original ran: the story is told again with a
+    real wait in its place (the original slowed as much longer), and that is the story kept."""
+    done = replay(TAKEOVER, ReplayConfig(target=reference("no-fencing", *SHORT_LEASE),
+                                         report_dir=tmp_path, toxiproxy=toxiproxy_server))
+    assert "P1" in done.story.properties and done.result.verdict == "fail"
+    kinds = [s.kind for s in done.story.steps if not s.settle]
+    assert kinds == ["request", "wait", "retry"], kinds
+    slow = done.story.steps[0].action
+    assert isinstance(slow, Slow) and slow.delay_ms >= 1000 + 8000
+
+
+def test_a_finding_only_a_jump_shows_is_a_note_on_a_lease_renewed_while_it_runs(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """A service that renews its 4 s lease every second while the handler runs: a jump of 9 s
+    lets the retry take over and charge a second time, real time never does."""
+    renewed = corpus_target("renewed_lease")
+    story = hand_written(
+        Slow(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), delay_ms=1500,
+             body={"amount": 100, "currency": "usd", "customer": "c"}),
+        Clock(seconds=9, why="past the lease"),
+        Retry(id="o1"))
+    done = replay(story, ReplayConfig(target=renewed, report_dir=tmp_path,
+                                      toxiproxy=toxiproxy_server))
+    assert done.result.verdict == "pass", done.result.findings
+    notes = [n.message for o in done.result.outcomes for n in o.notes]
+    assert any(n.startswith("seen only with a moved clock, not confirmed") for n in notes), notes
 
 
 def test_the_commands_explore_then_replay_with_exit_codes_like_run(

@@ -15,7 +15,16 @@ from harness._history import Event
 from harness._reference import reference_target
 from harness._target import Endpoint, Target
 from harness._toxiproxy import ToxiproxyServer
-from harness.explore._actions import Action, HostileBody, Keyless, Reuse, Wait
+from harness.explore._actions import (
+    Action,
+    HostileBody,
+    Keyless,
+    NewRequest,
+    Retry,
+    Reuse,
+    Slow,
+    Wait,
+)
 from harness.explore._answers import answer_text
 from harness.explore._bodies import Fill
 from harness.explore._keys import KeyMaker, KeyPlan, hostile_kinds, odd_kinds
@@ -68,18 +77,59 @@ def test_no_bad_body_is_drawn_when_the_target_declares_no_invalid_value() -> Non
 
 
 def machine_for_reference() -> type:
+    class _Deployment:
+        clock_keeper = None
+
     class _Session:
         target = REFERENCE
+        latency_ms = 0
+        deployment = _Deployment()
+
+        def __init__(self) -> None:
+            self.not_drawn: dict[str, str] = {}
+
     return machine_for(_Session())  # type: ignore[arg-type]
 
 
-def test_reuse_changes_the_body_when_the_target_declares_one_operation() -> None:
+def test_reuse_changes_one_field_when_the_target_declares_one_operation() -> None:
     plan = Planner(REFERENCE)
     plan.request("a", KeyChoice("plain", 0, ""), BODY)
-    for how in ("body", "operation"):
-        [reuse] = plan.again(0, how, FILL)
-        assert isinstance(reuse, Reuse) and reuse.change == "body"
-        assert reuse.path is None and reuse.method is None and reuse.body != BODY
+    [reuse] = plan.again(0, "body", FILL)
+    assert isinstance(reuse, Reuse) and reuse.change == "body" and reuse.body != BODY
+    for how in ("operation", "field", "query"):  # no other operation; no query promise
+        [reuse] = plan.again(0, how, Fill(7, "n", "c"))
+        assert isinstance(reuse, Reuse) and reuse.change == "field"
+        assert reuse.path is None and reuse.method is None
+        assert sum(reuse.body[name] != BODY[name] for name in BODY) == 1
+
+
+def test_a_field_with_declared_other_values_is_changed_alone_to_one_of_them() -> None:
+    endpoint = REFERENCE.endpoint.model_copy(update={
+        "body": {"amount": 100, "currency": "usd"},
+        "valid_values": {"currency": ["usd", "eur"]}})
+    target = REFERENCE.model_copy(update={"endpoint": endpoint})
+    plan = Planner(target)
+    plan.request("a", KeyChoice("plain", 0, ""), {"amount": 100, "currency": "usd"})
+    [reuse] = plan.again(0, "field", FILL)
+    assert isinstance(reuse, Reuse) and reuse.field == "currency"
+    assert reuse.body == {"amount": 100, "currency": "eur"}
+
+
+def test_a_query_variant_only_where_the_fingerprint_promises_to_cover_it() -> None:
+    target = REFERENCE.with_promises(query_in_fingerprint=True)
+    plan = Planner(target)
+    plan.request("a", KeyChoice("plain", 0, ""), BODY)
+    [reuse] = plan.again(0, "query", FILL)
+    assert isinstance(reuse, Reuse) and reuse.change == "query"
+    assert reuse.path == "/charges?idem_probe=1" and reuse.body == BODY
+
+
+def test_the_same_key_from_the_other_tenant_sends_the_same_body() -> None:
+    plan = Planner(REFERENCE)
+    plan.request("a", KeyChoice("plain", 0, ""), BODY)
+    [shared] = plan.request("a", KeyChoice("shared", 0, ""), {**BODY, "amount": 5})
+    assert isinstance(shared, NewRequest) and shared.tenant == "b"
+    assert shared.key.name == "k1" and shared.body == BODY
 
 
 def test_reuse_on_another_operation_only_names_a_declared_one_in_the_same_key_space() -> None:
@@ -96,8 +146,14 @@ def test_reuse_on_another_operation_only_names_a_declared_one_in_the_same_key_sp
 
 def test_hostile_keys_only_where_the_declared_rules_refuse_them() -> None:
     unlimited = KeySpec(syntax="token", max_length=0)
-    assert hostile_kinds(unlimited) == []
-    assert odd_kinds(unlimited) == ["too-long", "non-ascii"]
+    # The draft's printable ASCII by default: a control character is outside it; a non-ASCII
+    # key is neither hostile (no declared rule refuses it) nor sent (a latin-1 server would
+    # store another spelling of it).
+    assert hostile_kinds(unlimited) == ["control"]
+    assert odd_kinds(unlimited) == ["too-long"]
+    anything = KeySpec(syntax="token", max_length=0, charset="any")
+    assert hostile_kinds(anything) == []
+    assert odd_kinds(anything) == ["too-long", "non-ascii"]
     printable = KeySpec(syntax="token", max_length=64, pattern=r"[\x20-\x7e]+")
     assert hostile_kinds(printable) == ["empty", "too-long", "control", "non-ascii"]
     assert odd_kinds(printable) == []
@@ -149,11 +205,29 @@ def test_a_late_retry_waits_out_a_short_lease_in_real_time_and_is_not_drawn_for_
         update={"clock": None})})
     short = no_clock.with_promises(lease=5.0)
     plan = Planner(short)
-    plan.slow("a", BODY)
+    [slow] = plan.slow("a", BODY, long=True)
     wait, _retry = plan.retry_running(late=True)
     assert isinstance(wait, Wait) and 5.0 < wait.seconds <= 65.0
+    # The slowed request must still run when the retry comes after the wait.
+    assert isinstance(slow, Slow) and slow.delay_ms > wait.seconds * 1000
+    # A request slowed only a little is over long before the lease: retried at once.
+    plan.slow("a", BODY)
+    assert [type(a) for a in plan.retry_running(late=True)] == [Retry]
     assert can_retry_late(short) and can_retry_late(REFERENCE)
     assert not can_retry_late(no_clock.with_promises(lease=300.0))
+
+
+def test_a_renewed_lease_is_passed_in_real_time_never_by_a_jump() -> None:
+    """A service that renews the lease while the handler runs sees no jump: a late retry
+    waits in real time (the request slowed past it), even where the clock can be moved."""
+    renewed = REFERENCE.with_promises(lease=4.0, lease_renewed=True)
+    assert not renewed.lease_runs_out_on_the_clock and can_retry_late(renewed)
+    plan = Planner(renewed)
+    [slow] = plan.slow("a", BODY, long=True)
+    wait, _retry = plan.retry_running(late=True)
+    assert isinstance(wait, Wait) and isinstance(slow, Slow)
+    assert slow.delay_ms > wait.seconds * 1000
+    assert not can_retry_late(REFERENCE.with_promises(lease=300.0, lease_renewed=True))
 
 
 def test_a_keyless_request_counted_by_totals_runs_between_two_totals(

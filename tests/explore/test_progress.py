@@ -49,7 +49,7 @@ def test_the_phases_and_the_example_count_are_told_as_the_explorer_goes(
                                  max_examples=30, seed=1, report_dir=tmp_path,
                                  toxiproxy=toxiproxy_server), [heard])
     story = done.story
-    assert story is not None and story.operations == 1, story
+    assert story is not None and story.operations <= 2, story  # a request and its retry
     progress = [e for e in heard.events if isinstance(e, Progress)]
     order = ["drawing", "shrinking", "minimising"]
     phases = [p.phase for p in progress]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from harness import CheckOptions, CheckResult, Event, History, check_history
 from harness._history import NEMESIS, ORACLE
-from harness._target import KeylessCounting, KeySpec, Promises
+from harness._target import ErrorPolicy, KeylessCounting, KeySpec, Promises
 
 REFERENCE_PROMISES = Promises(
     mode="strict", mismatch_status=422, in_progress="conflict", in_progress_status=409,
@@ -55,11 +56,15 @@ class Story:
             value["ids"] = ids
         self.history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
 
-    def fault(self, name: str) -> None:
-        self.history.record("info", "fault", NEMESIS, value={"fault": name})
+    def fault(self, name: str, *, where: str = "client") -> None:
+        self.history.record("info", "fault", NEMESIS, value={"fault": name, "where": where})
 
-    def heal(self, name: str) -> None:
-        self.history.record("info", "heal", NEMESIS, value={"fault": name})
+    def heal(self, name: str, *, where: str = "client") -> None:
+        self.history.record("info", "heal", NEMESIS, value={"fault": name, "where": where})
+
+    def elapse(self, seconds: float) -> None:
+        """Let ``seconds`` of real time pass in the history (its monotonic clock runs on)."""
+        self.history._started -= seconds  # the history's time is monotonic time since then
 
     def clock(self, seconds: float) -> None:
         self.history.record("info", "clock", NEMESIS, value={"seconds": seconds})
@@ -81,8 +86,12 @@ class Story:
     def check(self, *properties: str, promises: Promises = REFERENCE_PROMISES,
               horizon: float = 86400.0, key: KeySpec | None = None,
               keyless: KeylessCounting = "exact",
-              operations: tuple[tuple[str, str], ...] = ()) -> CheckResult:
-        options = CheckOptions(promises, horizon, key or KeySpec(), keyless, operations)
+              operations: tuple[tuple[str, str], ...] = (),
+              handler_errors: Mapping[str, ErrorPolicy] | None = None,
+              trust_moved_clock: bool = False) -> CheckResult:
+        options = CheckOptions(promises, horizon, key or KeySpec(), keyless, operations,
+                               handler_errors=handler_errors or {},
+                               trust_moved_clock=trust_moved_clock)
         return check_history(self.history.events(), options, properties=list(properties) or None)
 
 

@@ -56,8 +56,8 @@ def test_scenarios_at_once_reach_the_verdicts_of_a_serial_run(
 def test_what_needs_the_whole_target_is_known_from_needs_and_uses() -> None:
     target = reference_target(store=None, flaw=None)
     whole = {name for name, s in CATALOG.items() if needs_whole_target(s, target)}
-    assert {"crash-mid-request", "zombie-original", "store-outage", "late-retry",
-            "bounded-storage", "in-flight-retry", "concurrent-retries"} <= whole
+    assert {"crash-mid-request", "zombie-original", "store-outage", "cut-after-commit",
+            "late-retry", "bounded-storage", "in-flight-retry", "concurrent-retries"} <= whole
     assert not whole & {"timeout-after-commit", "key-reuse", "missing-key", "bad-input",
                         "tenant-collision", "distinct-keys", "handler-error"}
 

@@ -145,7 +145,11 @@ def test_the_complete_example_in_the_docs_is_a_valid_target_file(tmp_path: Path)
     target = load_target(write(tmp_path, example))
     assert target.key.accepts("order-42:retry_1") and not target.key.accepts("clé")
     assert [f.name for f in target.hooks.handler_faults] == ["exception-before-work",
-                                                            "exception-after-work"]
+                                                            "exception-after-work",
+                                                            "error-answer"]
+    assert [f.errors for f in target.hooks.handler_faults] == [None, None, "store"]
+    assert target.endpoint.valid_values and target.hooks.clock is not None
+    assert target.hooks.clock.read is not None
     assert target.shares_state and "instances" in target.capabilities()
 
 
@@ -237,3 +241,71 @@ def test_a_misspelt_field_gets_a_did_you_mean(tmp_path: Path) -> None:
 def test_the_endpoint_does_not_share_keys_with_itself(tmp_path: Path) -> None:
     target = load_target(write(tmp_path, OPERATIONS))
     assert [o.name for o in target.sharing_keys_with(target.endpoint)] == ["payout"]
+
+
+# ---- the fields of issues 23 and 24 -----------------------------------------------------
+
+
+def test_the_choices_the_draft_leaves_open_are_declared(tmp_path: Path) -> None:
+    target = load_target(write(tmp_path, MINIMAL + """
+[endpoint]
+body = { amount = "{amount}", currency = "usd" }
+valid_values = { currency = ["usd", "eur"] }
+[key]
+charset = "any"
+[promises]
+in_progress_status = [409, 423]
+lease = "4s"
+lease_renewed = true
+[hooks]
+clock = { path = "/clock", read = "/now", read_field = "now" }
+[[hooks.handler_errors]]
+name = "error-answer"
+header = "X-Fault"
+value = "502"
+when = "error-answer"
+errors = "store"
+[hooks.store_size]
+redis = "redis://127.0.0.1:6379/0"
+pattern = "idem:*"
+"""))
+    assert target.endpoint.valid_values == {"currency": ["usd", "eur"]}
+    assert target.key.charset == "any" and target.key.allows_non_ascii
+    assert target.promises.in_progress_statuses == {409, 423}
+    assert target.promises.in_progress_primary == 409
+    assert target.promises.lease_renewed and not target.lease_runs_out_on_the_clock
+    assert target.hooks.clock is not None and target.hooks.clock.read == "/now"
+    assert target.hooks.handler_faults[0].errors == "store"
+    assert target.hooks.store_size is not None and target.hooks.store_size.redis
+
+
+def test_errors_in_the_wrong_table_is_told_where_it_goes(tmp_path: Path) -> None:
+    [(field, _, fix)] = problems(tmp_path, MINIMAL + """
+[hooks]
+handler_error = { header = "X", value = "y", errors = "store" }
+""")
+    assert field == "hooks.handler_error.errors"
+    assert "it goes in [[hooks.handler_errors]] or [promises]" in fix
+    assert "did you mean" not in fix
+
+
+@pytest.mark.parametrize(("table", "expected"), [
+    ('[hooks.store_size]\npath = "/keys"\nsql = "select 1"', "exactly one of path"),
+    ('[hooks.store_size]\nsql = "select count(*) from keys"', "give its dsn"),
+    ('[hooks.store_size]\nredis = "http://127.0.0.1:6379"', "redis://"),
+    ('[hooks.store_size]\npath = "/keys"\npattern = "idem:*"', "pattern goes with redis"),
+    ('[endpoint]\nbody = { amount = "{amount}" }\nvalid_values = { currency = ["eur"] }',
+     "does not have"),
+    ('[hooks]\nclock = { path = "/clock", read = "now" }', "starting with /"),
+    ('[promises]\nin_progress_status = []', "at least one status"),
+])
+def test_the_new_fields_refuse_what_cannot_work(tmp_path: Path, table: str,
+                                                expected: str) -> None:
+    found = problems(tmp_path, MINIMAL + table)
+    assert any(expected in message or expected in fix for _, message, fix in found), found
+
+
+def test_the_default_key_characters_are_the_draft_s(tmp_path: Path) -> None:
+    key = load_target(write(tmp_path, MINIMAL)).key
+    assert key.accepts("k-1 ~") and not key.accepts("k\x01") and not key.accepts("clé")
+    assert not key.allows_non_ascii and not key.refuses_non_ascii  # never sent at all

@@ -64,6 +64,7 @@ def test_a_31_json_document_with_two_keyed_operations(tmp_path: Path) -> None:
     assert payout.body == {"amount": "{amount}", "destination": "ba_123"}  # 3.1 `examples`
     assert charge.invalid_values == {"amount": [0, 1.5]}  # exclusiveMinimum 0 (3.1 form)
     assert target.key.max_length == 100
+    assert charge.valid_values == {"currency": ["usd", "eur"]}  # the schema's enum
     assert target.start is not None and target.start.ready_path == "/healthz"
     assert target.clock is not None and target.clock.kind == "faketime"
     assert target.url is None
@@ -206,6 +207,8 @@ def test_body_templates_follow_the_schema() -> None:
                              "idem_nonce": "{nonce}"}
     assert body.needs_attention
     assert any("reference" in n and "pattern" in n for n in body.notes)
+    # An enum's other values are declared valid, so a reuse probe changes sku alone to each.
+    assert body.valid_values == {"sku": ["basic", "pro"]}
     varied = body_template({"type": "object", "required": ["note"],
                             "properties": {"note": {"type": "string"},
                                            "id": {"type": "string", "readOnly": True}}})

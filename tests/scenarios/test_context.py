@@ -150,9 +150,10 @@ def test_a_process_that_exited_by_itself_is_recorded_before_it_is_started_again(
                        headers={"X-Exit": "1"}, timeout=10)
         wait_until_ended(deployment)
         ctx.send(ctx.request(ctx.new_key(), label="control"))
-        first, second = ctx.history.events()[:2]
+        first, restart, second = ctx.history.events()[:3]
         assert (first.f, first.type, first.process) == ("exit", "info", "nemesis")
         assert first.value == {"instance": 0, "code": 3, "scenario": "exits"}
+        assert (restart.f, restart.value["instance"]) == ("restart", 0)
         assert second.f == "request" and second.label == "control"
         assert completion(ctx, second).status == 201
         assert deployment.is_running(0) and first_process.pid not in (None, pid)

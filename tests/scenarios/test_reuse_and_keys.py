@@ -36,14 +36,21 @@ def test_key_reuse_probes_only_declared_operations(
     assert {(e.method, (e.path or "").split("?")[0]) for e in sent} <= declared
     labels = by_label(ctx)
     original = labels["original"]
-    assert labels["reuse:operation"].path == "/refunds"  # same key scope; never /payouts
-    assert labels["reuse:operation"].key == original.key
+    other = labels["reuse:operation:refund"]
+    assert other.path == "/refunds" and other.key == original.key  # same scope; never /payouts
+    # Its template has other fields, so it carries a body of its own (one /refunds accepts).
+    assert set(sent_body(other)) == {"amount"}
     assert labels["reuse:query"].path == "/charges?idem_probe=1"
-    nested = sent_body(labels["reuse:nested-field"])
+    assert sent_body(labels["reuse:query"]) == sent_body(original)
+    nested = sent_body(labels["reuse:field:meta.order"])
     first = sent_body(original)
     assert nested["meta"]["order"] != first["meta"]["order"]
     assert {**nested, "meta": {**nested["meta"], "order": 0}} == {
         **first, "meta": {**first["meta"], "order": 0}}
+    amount = sent_body(labels["reuse:field:amount"])
+    assert amount["amount"] != first["amount"] and {**amount, "amount": 0} == {
+        **first, "amount": 0}
+    assert "reuse:field:meta.channel" not in labels  # a constant nobody declared other values for
     assert sent_body(labels["reuse:body"]) != first
     pair = [e for e in sent if e.label == "reuse:concurrent"]
     assert len(pair) == 2 and pair[0].key == pair[1].key != original.key
@@ -52,13 +59,36 @@ def test_key_reuse_probes_only_declared_operations(
     assert "same:reordered" in labels
 
 
+def test_key_reuse_changes_one_factor_at_a_time(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """The same body on another operation whose template has the same fields, and each
+    declared other value of a field alone: a fingerprint that leaves out the path or that
+    field is seen only so."""
+    operations = [
+        {"name": "charge", "path": "/charges",
+         "body": {"amount": "{amount}", "currency": "usd"},
+         "valid_values": {"currency": ["usd", "eur", "gbp"]}},
+        {"name": "refund", "path": "/refunds", "body": {"amount": "{amount}", "currency": "usd"}},
+    ]
+    with deployed(toxiproxy_server, tmp_path, operations=operations) as (ctx, _):
+        key_reuse.run(ctx)
+    labels = by_label(ctx)
+    first = sent_body(labels["original"])
+    assert sent_body(labels["reuse:operation:refund"]) == first
+    assert labels["reuse:operation:refund"].path == "/refunds"
+    for currency in ("eur", "gbp"):
+        assert sent_body(labels[f"reuse:field:currency={currency}"]) == {
+            **first, "currency": currency}
+    assert "reuse:field:currency=usd" not in labels
+
+
 def test_key_reuse_varies_a_top_level_field_without_nesting_and_has_no_other_operation(
         toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     with deployed(toxiproxy_server, tmp_path) as (ctx, _):
         key_reuse.run(ctx)
     labels = by_label(ctx)
-    assert "reuse:operation" not in labels and "reuse:nested-field" not in labels
-    changed = sent_body(labels["reuse:field"])
+    assert not any((label or "").startswith("reuse:operation") for label in labels)
+    changed = sent_body(labels["reuse:field:amount"])
     first = sent_body(labels["original"])
     assert sum(changed[name] != first[name] for name in first) == 1
     assert {e.method for e in invokes(ctx)} == {"POST"}
@@ -105,7 +135,19 @@ def test_bad_input_calls_a_key_hostile_only_when_the_declared_rules_reject_it(
     labels = {e.label for e in invokes(ctx)}
     assert {"hostile:empty-key", "hostile:control-character"} <= labels
     assert not {"hostile:key-too-long", "hostile:non-ascii", "hostile:sql-fragment"} & labels
-    assert {"odd-key:long-key", "odd-key:non-ascii", "odd-key:sql-fragment"} <= labels
+    assert {"odd-key:long-key", "odd-key:sql-fragment"} <= labels
+    # The draft's printable ASCII by default: a non-ASCII key is not sent at all, since a
+    # server reading header bytes as latin-1 would store it under another spelling.
+    assert "odd-key:non-ascii" not in labels
+
+
+def test_bad_input_sends_a_non_ascii_key_as_ordinary_where_any_value_is_a_key(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    with deployed(toxiproxy_server, tmp_path, key={"max_length": 0, "charset": "any"}) as (
+            ctx, _):
+        bad_input.run(ctx)
+    labels = {e.label for e in invokes(ctx)}
+    assert "odd-key:non-ascii" in labels and "hostile:non-ascii" not in labels
 
 
 def test_bad_input_with_declared_length_and_pattern(

@@ -69,9 +69,16 @@ class Invalid(Exception):
 
 
 def parse_key(raw: str | None, *, syntax: str = "token", max_length: int = 255) -> str | None:
-    """The key in the header, None when absent; raises Invalid for a key the rules refuse."""
+    """The key in the header, None when absent; raises Invalid for a key the rules refuse.
+    ``syntax = "any"`` takes the header's value as it is, refusing only an empty one (and,
+    when ``max_length`` is not 0, a longer one)."""
     if raw is None:
         return None
+    if syntax == "any":
+        if not raw or (max_length and len(raw) > max_length):
+            raise Invalid(f"the key must be 1 to {max_length} characters" if max_length
+                          else "the key must not be empty")
+        return raw
     if syntax == "sf-string":
         match = _SF_STRING.fullmatch(raw.strip())
         if match is None:

@@ -1,0 +1,84 @@
+"""A story told again in real time, to confirm what a moved clock showed.
+
+A clock jump is not elapsed time for the target's own timers: a lease renewed every few
+seconds while the handler runs, a heartbeat, a sweep on the monotonic clock see none of it.  So
+a finding whose evidence needs a jump made while one of its key's requests ran is only "seen
+with a moved clock" until the same story fails again with real time in its place: each such
+jump becomes a wait of as long, and each slowed request that was running through it is slowed
+as much more, so that it still runs when the story's next step comes.  A jump made while
+nothing ran stays a jump: no timer of the target's was running for a request then.
+
+Waiting costs real time, so only jumps up to ``REAL_TIME_LIMIT`` are waited out, and an
+exploration confirms at most ``MAX_CONFIRMATIONS`` stories this way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness._history import Event
+from harness.explore._actions import Action, Clock, Slow, Wait
+from harness.explore._steps import StepRecord
+
+__all__ = ["MAX_CONFIRMATIONS", "REAL_TIME_LIMIT", "RealTimeStory", "in_real_time"]
+
+#: The longest jump waited out in real time (a lease or a window of up to about a minute and
+#: a half, with the harness's margin past it).
+REAL_TIME_LIMIT = 90.0
+#: Stories an exploration confirms in real time; past that, findings stay "seen only with a
+#: moved clock".
+MAX_CONFIRMATIONS = 2
+
+
+@dataclass(frozen=True)
+class RealTimeStory:
+    """The drawn actions with real waits in place of the jumps made while requests ran
+    (``actions`` None when one is too long to wait, ``why`` says which), and how many seconds
+    of waiting they hold."""
+
+    actions: list[Action] | None
+    waits: float = 0.0
+    why: str = ""
+
+
+def _flights(events: Sequence[Event]) -> list[tuple[Event, float]]:
+    """Each request's invocation with the history time its answer came (infinity: none)."""
+    ended = {e.op: e.time for e in events if e.f == "request" and e.type != "invoke"}
+    return [(e, ended.get(e.op, float("inf"))) for e in events
+            if e.f == "request" and e.type == "invoke"]
+
+
+def in_real_time(steps: Sequence[StepRecord], events: Sequence[Event]) -> RealTimeStory:
+    """The story of ``steps`` (as recorded in ``events``) with every jump made while a request
+    ran turned into a wait, and the slowed requests running through it slowed as much more."""
+    drawn = [s for s in steps if not s.settle and s.action is not None]
+    actions: dict[int, Action] = {s.number: s.action for s in drawn if s.action is not None}
+    flights = _flights(events)
+    waits = 0.0
+    for step in drawn:
+        if not isinstance(step.action, Clock):
+            continue
+        jump = next((e for e in events[step.first_event:step.last_event] if e.f == "clock"),
+                    None)
+        if jump is None:
+            continue
+        running = [invoke for invoke, end in flights if invoke.time < jump.time < end]
+        if not running:
+            continue
+        seconds = step.action.seconds
+        if seconds > REAL_TIME_LIMIT:
+            return RealTimeStory(None, why=(
+                f"step {step.number} moves the clock {seconds:g} s while a request runs, longer "
+                f"than the {REAL_TIME_LIMIT:g} s the harness waits in real time"))
+        why = f"{step.action.why}, in real time" if step.action.why else "in real time"
+        actions[step.number] = Wait(seconds=seconds, why=why)
+        waits += seconds
+        for invoke in running:
+            owner = next((s for s in drawn if s.holds(invoke.index)), None)
+            if owner is not None and isinstance(owner.action, Slow):
+                slowed = actions[owner.number]
+                assert isinstance(slowed, Slow)
+                actions[owner.number] = slowed.model_copy(
+                    update={"delay_ms": slowed.delay_ms + int(seconds * 1000)})
+    return RealTimeStory([actions[s.number] for s in drawn], waits)

@@ -1,0 +1,183 @@
+"""The explorer is honest when stopped and about what it keeps (issue 23): interrupted at any
+moment it still writes its report, marked incomplete, and exits 130/143 without a traceback;
+its failing examples live beside the reports, are announced before they are replayed, and a
+flag forgets them; a queue consumer is refused up front."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness._interrupts import Interrupted, interrupt_on_signals
+from harness._outcomes import Progress, RunEvent, RunFinished
+from harness._reference import reference_target
+from harness._toxiproxy import ToxiproxyServer
+from harness.explore import ExploreConfig, explore
+from harness.reports import ReportDirectory
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+#: A flaw found within a handful of examples, whose story then shrinks.
+QUICK_FLAW = "key-only"
+
+
+class StopWhen:
+    """A report handler that stops the exploration when ``when`` says so, the way Ctrl-C
+    does: by raising ``Interrupted`` where the explorer is at that moment."""
+
+    def __init__(self, when: Callable[[RunEvent], bool]) -> None:
+        self.when = when
+        self.fired = False
+
+    def handle(self, event: RunEvent) -> None:
+        if not self.fired and self.when(event):
+            self.fired = True
+            raise Interrupted(signal.SIGINT)
+
+
+def explored(tmp_path: Path, toxiproxy: ToxiproxyServer, flaw: str | None,
+             stop: StopWhen) -> dict[str, object]:
+    report = tmp_path / "report"
+    done = explore(ExploreConfig(target=reference_target(store=None, flaw=flaw),
+                                 max_examples=30, seed=1, report_dir=report,
+                                 toxiproxy=toxiproxy, shrink_seconds=30),
+                   [ReportDirectory(report), stop])
+    assert stop.fired and done.result.exit_code == 130
+    for name in ("junit.xml", "index.html", "history.jsonl"):
+        assert (report / name).exists(), name
+    results = json.loads((report / "results.json").read_text())
+    assert results["complete"] is False and results["stopped_by"] == "SIGINT"
+    assert results["verdict"] == "incomplete"
+    return results
+
+
+def test_stopped_while_drawing_it_reports_what_it_sent_as_incomplete(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    stop = StopWhen(lambda e: isinstance(e, Progress) and e.examples == 3)
+    results = explored(tmp_path, toxiproxy_server, None, stop)
+    assert results["extra"]["explore"]["found"] is False  # type: ignore[index]
+    assert not (tmp_path / "report" / "story.json").exists()
+
+
+def test_stopped_while_shrinking_it_reports_the_finding_with_its_story_unshrunk(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    stop = StopWhen(lambda e: isinstance(e, Progress) and e.phase == "shrinking")
+    results = explored(tmp_path, toxiproxy_server, QUICK_FLAW, stop)
+    [scenario] = results["scenarios"]  # type: ignore[index]
+    assert scenario["findings"], "the finding made before the stop is reported"
+    story = json.loads((tmp_path / "report" / "story.json").read_text())
+    assert story["shrunk"] is False and story["property"] == scenario["findings"][0]["property"]
+
+
+def test_stopped_while_the_report_is_written_it_finishes_writing_and_marks_it_incomplete(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """A real SIGINT that arrives as the last files are written is held back until they are
+    whole, then the report is written again, marked incomplete."""
+    previous = signal.getsignal(signal.SIGINT)
+    interrupt_on_signals()
+    try:
+        finishes: list[RunEvent] = []
+
+        def sigint_on_finish(event: RunEvent) -> bool:
+            if isinstance(event, RunFinished):
+                finishes.append(event)
+                if len(finishes) == 1:  # held back while the files are written
+                    os.kill(os.getpid(), signal.SIGINT)
+            return False
+
+        stop = StopWhen(sigint_on_finish)
+        report = tmp_path / "report"
+        done = explore(ExploreConfig(target=reference_target(store=None, flaw=QUICK_FLAW),
+                                     max_examples=30, seed=1, report_dir=report,
+                                     toxiproxy=toxiproxy_server, shrink_seconds=5),
+                       [ReportDirectory(report), stop])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert done.result.exit_code == 130 and done.story is not None
+    assert not stop.fired and len(finishes) == 2  # the report, then again as incomplete
+    results = json.loads((report / "results.json").read_text())
+    assert results["complete"] is False and results["scenarios"][0]["findings"]
+    assert json.loads((report / "story.json").read_text())["shrunk"] is True
+
+
+def _charges(store: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1) as connection:
+            return int(connection.execute("select count(*) from charges").fetchone()[0])
+    except sqlite3.Error:  # not created yet
+        return 0
+
+
+def _wait_until_charged(store: Path, timeout: float = 60.0) -> None:
+    """Return once the reference server's ledger holds a charge: the exploration is sending."""
+    deadline = time.monotonic() + timeout
+    while _charges(store) == 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"nothing was charged in {store} within {timeout:g} s")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_command_stopped_by_a_signal_exits_as_the_shell_expects_without_a_traceback(
+        signum: int, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    env = {**os.environ, "TOXIPROXY_URL": toxiproxy_server.url}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "explore", "--reference", "--seed", "3",
+         "--max-examples", "200", "--report-dir", str(report), "--quiet"],
+        cwd=REPOSITORY, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_until_charged(report / "target" / "reference.sqlite3")
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signum, err
+    assert "Traceback" not in err + out
+    assert "marked incomplete" in err
+    results = json.loads((report / "results.json").read_text())
+    assert results["complete"] is False and (report / "index.html").exists()
+
+
+def test_a_queue_consumer_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "explore", "--target",
+         str(REPOSITORY / "examples" / "targets" / "celery-charges.toml"),
+         "--report-dir", str(tmp_path / "report")],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "queue consumer" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "report").exists()
+
+
+def test_failing_examples_are_kept_beside_the_reports_announced_and_forgotten_on_request(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CI"}  # CI keeps no examples
+    env["TOXIPROXY_URL"] = toxiproxy_server.url
+
+    runs = iter(range(3))
+
+    def explore_once(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", "explore", "--reference", "--flaw",
+             QUICK_FLAW, "--max-examples", "30", "--shrink-time", "3s", "--quiet",
+             "--report-dir", str(tmp_path / "reports" / f"run-{next(runs)}"), *extra],
+            cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
+
+    first = explore_once()
+    assert first.returncode == 1 and "first replaying" not in first.stdout
+    kept = tmp_path / "reports" / ".explore-examples"
+    assert any(p.is_file() for p in kept.rglob("*")), "the failure is kept beside the reports"
+    second = explore_once()
+    assert second.returncode == 1 and "first replaying" in second.stdout
+    assert str(kept) in second.stdout
+    third = explore_once("--fresh")
+    assert "first replaying" not in third.stdout
