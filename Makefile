@@ -7,9 +7,10 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 REPORT_DIR ?= reports/latest
 
-.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq examples chromium faketime
+.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq examples consumer-corpus \
+	chromium faketime
 
-setup: $(INSTALLED) toxiproxy postgres rabbitmq chromium faketime examples
+setup: $(INSTALLED) toxiproxy postgres rabbitmq chromium faketime examples consumer-corpus
 
 $(INSTALLED): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +40,11 @@ chromium:
 # The third-party example targets (npm, PyPI, Debian's redis-server); stamped, so fast when done.
 examples: $(INSTALLED)
 	@examples/targets/install-all --python $(BIN)/python
+
+# The queue consumers of tests/consumer_corpus (PyPI, npm, the Go module proxy); stamped, so fast
+# when done.
+consumer-corpus: $(INSTALLED)
+	@tests/consumer_corpus/install-all --python $(BIN)/python
 
 run: setup
 	$(BIN)/idem-harness run --reference --postgres --report-dir $(REPORT_DIR)

@@ -14,7 +14,12 @@ then random seeds, a row each: issue 23 asks for no false finding over 10 seeds 
 issue 24 over 5 of run); a flaw runs once, with ``--seed``.  With both fronts the totals end
 with the flaws ``run`` catches that ``explore`` misses (issue 23: none).
 
-Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus] [--target NAME ...]
+The queue consumers of ``tests/consumer_corpus/targets/*.toml`` are rows too, with the flaws
+``tests/consumer_corpus/flaws.toml`` names, on the `run` front only (one shared RabbitMQ); a
+correct consumer runs with at least ``CONSUMER_SEEDS`` seeds (a row each).
+
+Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus|consumer-corpus]
+[--target NAME ...]
 [--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres]`.
 """
 
@@ -25,6 +30,7 @@ import ast
 import random
 import tempfile
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -39,12 +45,16 @@ from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
 from harness._target import Target, load_target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.consumer import ConsumerScenario, ConsumerTarget, run_target, shared_broker
 from harness.explore import ExploreConfig, explore
 from reference_server.flaws import FLAWS
 from scenarios import CATALOG
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus" / "targets"
+CONSUMER_CORPUS = ROOT / "tests" / "consumer_corpus"
+#: The fewest seeds a correct corpus consumer runs with (issue 25: five runs each).
+CONSUMER_SEEDS = 5
 FRONTS = ("run", "explore")
 
 
@@ -73,6 +83,17 @@ def _corpus_flaws(target: Target) -> tuple[str, ...]:
     return ()
 
 
+def _consumer_rows(names: list[str]) -> Iterator[Row]:
+    flaws = tomllib.loads((CONSUMER_CORPUS / "flaws.toml").read_text(encoding="utf-8"))["flaw"]
+    for path in sorted((CONSUMER_CORPUS / "targets").glob("*.toml")):
+        target = load_target(path)
+        if names and target.name not in names and path.stem not in names:
+            continue
+        yield Row("consumers", target.name, target, None)
+        for flaw in (f["name"] for f in flaws if f["consumer"] == path.stem):
+            yield Row("consumers", target.name, target.with_start_args(["--flaw", flaw]), flaw)
+
+
 def rows(only: str | None, names: list[str], dsn: str | None = None) -> Iterator[Row]:
     """The reference server (and on PostgreSQL, given ``dsn``) and each corpus service,
     correct first, then each flaw."""
@@ -92,11 +113,18 @@ def rows(only: str | None, names: list[str], dsn: str | None = None) -> Iterator
             yield Row("corpus", target.name, target, None)
             for flaw in _corpus_flaws(target):
                 yield Row("corpus", target.name, target.with_start_args(["--flaw", flaw]), flaw)
+    if only in (None, "consumer-corpus"):
+        yield from _consumer_rows(names)
 
 
 def _judged(front: str, row: Row, seed: int, args: argparse.Namespace,
             toxiproxy: ToxiproxyServer, scratch: Path) -> RunResult:
     report_dir = scratch / f"{row.name}-{row.flaw or 'correct'}-{front}-{seed}"
+    if isinstance(row.target, ConsumerTarget):
+        return run_target(RunConfig(target=row.target, report_dir=report_dir, seed=seed,
+                                    toxiproxy=toxiproxy,
+                                    scenarios=[s for s in CATALOG.values()
+                                               if isinstance(s, ConsumerScenario)]))
     if front == "run":
         return run_scenarios(RunConfig(target=row.target, scenarios=list(CATALOG.values()),
                                        report_dir=report_dir, seed=seed,
@@ -124,13 +152,14 @@ def seeds_for(row: Row, args: argparse.Namespace, draw: random.Random) -> list[i
     ``--seed`` then random ones, ``--seeds`` in all (a false finding may need another seed)."""
     if row.flaw is not None:
         return [args.seed]
-    return [args.seed, *(draw.randrange(2**32) for _ in range(args.seeds - 1))]
+    runs = max(args.seeds, CONSUMER_SEEDS) if isinstance(row.target, ConsumerTarget) else args.seeds
+    return [args.seed, *(draw.randrange(2**32) for _ in range(runs - 1))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["reference", "corpus"])
+    parser.add_argument("--only", choices=["reference", "corpus", "consumer-corpus"])
     parser.add_argument("--target", action="append", default=[], metavar="NAME",
                         help="corpus targets by name or file stem (default: all)")
     parser.add_argument("--front", action="append", choices=FRONTS, default=[])
@@ -160,10 +189,15 @@ def main() -> None:
         scratch = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         dsn = (stack.enter_context(start_postgres()).create_database("idem_detection")
                if args.postgres else None)
+        if args.only in (None, "consumer-corpus"):
+            stack.enter_context(shared_broker())  # one RabbitMQ for every consumer run
         for row in rows(args.only, args.target, dsn):
             for seed in seeds_for(row, args, draw):
                 cells = []
                 for front in fronts:
+                    if isinstance(row.target, ConsumerTarget) and front != "run":
+                        cells.append("n/a (run only)")
+                        continue
                     clock = time.monotonic()
                     try:
                         result: RunResult | None = _judged(front, row, seed, args, toxiproxy,

@@ -11,7 +11,7 @@ import importlib
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from harness._analysis import View
 from harness._errors import UsageError
@@ -99,6 +99,7 @@ class CheckOptions:
 
 
 PropertyCheck = Callable[[View, CheckOptions], Iterable[Finding | Note]]
+Summary = Callable[[View, CheckOptions], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,16 @@ class Registry:
     def __init__(self, module: str = "harness._properties") -> None:
         self._specs: dict[str, PropertySpec] = {}
         self._module = module
+        self._summary: Summary | None = None
+
+    def summarise(self, summary: Summary) -> Summary:
+        """Register the tally kept beside the verdicts (a queue consumer's queue account)."""
+        self._summary = summary
+        return summary
+
+    def summary(self, view: View, options: CheckOptions) -> dict[str, Any]:
+        self._registered()
+        return self._summary(view, options) if self._summary is not None else {}
 
     def register(self, spec: PropertySpec) -> None:
         known = self._specs.get(spec.id)
@@ -184,6 +195,9 @@ class CheckResult:
     #: Findings seen only with a moved clock (``CheckOptions.trust_moved_clock``), reported as
     #: notes: a front end that can replay the story in real time may confirm them.
     unconfirmed: list[Finding] = field(default_factory=list)
+    #: What the checker tallied beside its verdicts, for reports (a queue consumer's queue
+    #: account, harness/consumer/_account.py); empty for an HTTP service.
+    summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -223,7 +237,9 @@ def check_history(
             unconfirmed += doubted
     findings = sort_findings(f for r in results.values() for f in r.findings)
     notes = [n for r in results.values() for n in r.notes]
-    return CheckResult(results, findings, notes, sort_findings(unconfirmed))
+    summary = (registry.summary(view, options) if properties is None
+               else {})  # a partial check is no account of the run
+    return CheckResult(results, findings, notes, sort_findings(unconfirmed), summary=summary)
 
 
 #: How a finding seen only with a moved clock is told.

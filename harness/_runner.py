@@ -243,4 +243,4 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
                             r.notes, r.reason)
         for pid, r in check.results.items()
     }
-    return CheckResult(results, [with_line(f) for f in check.findings], check.notes)
+    return replace(check, results=results, findings=[with_line(f) for f in check.findings])

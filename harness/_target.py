@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -587,6 +587,8 @@ class ClientSpec(_Section):
 class Target(_Section):
     """A validated target file."""
 
+    #: The page that documents this kind of target file, for error messages.
+    DOCS: ClassVar[str] = "docs/targets.md"
     name: str = Field(min_length=1)
     description: str = ""
     url: str | None = None
@@ -846,24 +848,24 @@ def _where_it_goes(name: str, here: str, model: type[BaseModel]) -> str | None:
 
 
 def _fix_for(error: Mapping[str, Any], field: str, model: type[BaseModel] = BaseModel) -> str:
+    docs = getattr(model, "DOCS", Target.DOCS)
     kind = error["type"]
     if kind == "missing":
-        return f"add `{field.rsplit('.', 1)[-1]} = ...` (see docs/targets.md for its meaning)"
+        return f"add `{field.rsplit('.', 1)[-1]} = ...` (see {docs} for its meaning)"
     if kind == "extra_forbidden":
         here, _, name = field.rpartition(".")
         table = ".".join(part for part in here.split(".") if not part.isdigit())
         elsewhere = _where_it_goes(name, table, model)
         if elsewhere is not None:
-            return f"{elsewhere} (docs/targets.md lists every field)"
+            return f"{elsewhere} ({docs} lists every field)"
         close = difflib.get_close_matches(name, _known_field_names(), n=1, cutoff=0.7)
         hint = f"did you mean `{close[0]}`? " if close else ""
-        return (f"{hint}remove `{field}` or correct its spelling; docs/targets.md lists every "
-                "field")
+        return f"{hint}remove `{field}` or correct its spelling; {docs} lists every field"
     if kind in ("literal_error", "union_tag_invalid"):
         return f"use one of the allowed values: {error['msg'].split(':', 1)[-1].strip()}"
     if kind == "union_tag_not_found":
         return 'add `kind = "http"`, `kind = "sql"` or `kind = "recorder"` to [effects]'
-    return "correct the value as the message says (docs/targets.md has a complete example)"
+    return f"correct the value as the message says ({docs} has a complete example)"
 
 
 def target_model(data: Mapping[str, Any], *, source: str = "") -> type[Target]:

@@ -30,6 +30,7 @@ from scenarios import (
     store_outage,
     tenant_collision,
     timeout_after_commit,
+    work_failure,
     zombie_original,
 )
 
@@ -59,6 +60,7 @@ CATALOG: dict[str, Scenario] = {
         republish,
         burst_of_copies,
         poison_message,
+        work_failure,
         late_redelivery,
     )
 }

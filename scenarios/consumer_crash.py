@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from harness.consumer import SETTLE, ConsumerContext, consumer_scenario
 
 PAUSE_MS = 3_000
+#: A job shorter than this (publish to effect) cannot be met mid-way by a kill timed from the
+#: outside: without a pause hook the kill before the work is then not played.
+MIN_LATENCY = 0.5
 
 
 def drive(ctx: ConsumerContext) -> None:
@@ -12,18 +17,43 @@ def drive(ctx: ConsumerContext) -> None:
     with ctx.fault("ack-held"):
         ctx.publish(after_work, label="crash:after-work")
         ctx.wait_for_effect(after_work)
+        ctx.intend("work-done-ack-held", after_work, ("P1", "P9"), instance=0, incident="kill")
+        ctx.observe(after_work)
         ctx.kill()
     ctx.restart()
-    if "pause-before-work" in ctx.target.capabilities():
-        before_work = ctx.new_key()
-        ctx.publish(before_work, label="crash:before-work", pause=("before-work", PAUSE_MS))
-        ctx.wait_for_delivery(before_work, paused=True)
-        ctx.kill()
+    if _kill_mid_job(ctx):
         ctx.restart()
         extra = ctx.pass_lease()  # the dead consumer's claim on the key must run out
         ctx.drain(timeout=SETTLE + extra)
         return
     ctx.drain()
+
+
+def _kill_mid_job(ctx: ConsumerContext) -> bool:
+    """Kill the consumer while it holds a job that has not committed: paused before the work
+    (pause hook), else half-way through the job's measured latency.  False when neither can
+    be done (a job too quick to meet), recorded as not played."""
+    if "pause-before-work" in ctx.target.capabilities():
+        key = ctx.new_key()
+        ctx.publish(key, label="crash:before-work", pause=("before-work", PAUSE_MS))
+        ctx.wait_for_delivery(key, paused=True, timeout=PAUSE_MS / 2000)
+    else:
+        latency = ctx.job_latency()
+        if latency < MIN_LATENCY:
+            ctx.history.record("info", "not-played", "nemesis", value={
+                "step": "kill before the work",
+                "reason": f"the job takes {latency * 1000:.0f} ms from publish to effect and "
+                          "the consumer has no pause hook: a kill cannot be timed inside it"})
+            return False
+        key = ctx.new_key()
+        published = time.monotonic()
+        ctx.publish(key, label="crash:before-work")
+        ctx.wait_for_delivery(key, timeout=latency / 2)
+        time.sleep(max(0.0, published + latency / 2 - time.monotonic()))  # timed from latency
+    ctx.intend("killed-mid-job", key, ("P2", "P9"), instance=0)
+    ctx.observe(key)
+    ctx.kill()
+    return True
 
 
 SCENARIO = consumer_scenario(
@@ -41,12 +71,15 @@ SCENARIO = consumer_scenario(
     plan=(
         "hold what the consumer sends to the broker, publish a charge, wait until its charge "
         "is committed (effects oracle), then SIGKILL the consumer and restart it",
-        "where the consumer has a pause hook before the work: publish a charge that makes "
-        "it wait there, wait until it reports waiting, SIGKILL it and restart it; let the "
-        "dead consumer's claim on the key run out (advance the clock past the promised "
-        "lease, or wait it out in real time up to a minute)",
+        "publish a charge that makes the consumer wait before the work (its pause hook), wait "
+        "until it reports waiting (or, without an events feed, until the queue is empty), "
+        "SIGKILL it and restart it; without a pause hook, time the kill half-way through the "
+        "job's measured latency; let the dead consumer's claim on the key run out (advance "
+        "the clock past the promised lease, or wait it out in real time up to a minute)",
         "drain: wait until every redelivery is settled, stop the consumers, look at the queue",
-        "check: exactly one charge per key, none lost, none left in the queue",
+        "check: exactly one charge per key, none lost, none left in the queue; unknown unless "
+        "the evidence shows each kill met the job where it was meant to (committed and not "
+        "acked; taken and not committed)",
     ),
     drive=drive,
     needs=frozenset({"restart"}),

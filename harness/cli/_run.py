@@ -245,4 +245,4 @@ def _with_saved_reproductions(result: CheckResult,
 
     results = {pid: replace(r, findings=tuple(kept(f) for f in r.findings))
                for pid, r in result.results.items()}
-    return CheckResult(results, [kept(f) for f in result.findings], result.notes)
+    return replace(result, results=results, findings=[kept(f) for f in result.findings])

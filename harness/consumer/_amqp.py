@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import aio_pika
@@ -55,6 +55,9 @@ class Outgoing:
     message_id: str | None
     headers: Mapping[str, Any]
     content_type: str
+    #: Other AMQP basic properties (``correlation_id``, ``type``...); ``expiration`` is in
+    #: milliseconds, as AMQP has it.
+    properties: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +132,13 @@ class AmqpClient:
                        outgoing: Outgoing) -> tuple[PublishOutcome, str | None]:
             target = (channel.default_exchange if not outgoing.exchange
                       else await channel.get_exchange(outgoing.exchange, ensure=False))
+            extra = dict(outgoing.properties)
+            if "expiration" in extra:
+                extra["expiration"] = float(extra["expiration"]) / 1000
             message = aio_pika.Message(outgoing.body, headers=dict(outgoing.headers),
                                        message_id=outgoing.message_id,
                                        content_type=outgoing.content_type,
-                                       delivery_mode=DeliveryMode.PERSISTENT)
+                                       delivery_mode=DeliveryMode.PERSISTENT, **extra)
             try:
                 await target.publish(message, outgoing.routing_key, mandatory=True,
                                      timeout=wait)

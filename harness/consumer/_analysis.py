@@ -39,7 +39,16 @@ class Publish:
 
     @property
     def poison(self) -> bool:
-        return bool(self.invoke.value.get("poison"))
+        """A message that can never have an effect: the consumer refuses it (poison), or the
+        harness made its job fail on every delivery."""
+        fails = self.invoke.value.get("fails") or {}
+        return bool(self.invoke.value.get("poison")) or fails.get("deliveries") == "every"
+
+    @property
+    def fails(self) -> str | None:
+        """Where the harness made this message's job fail (``before-work``, ``after-work``)."""
+        fails = self.invoke.value.get("fails") or {}
+        return str(fails["when"]) if "when" in fails else None
 
     @property
     def message_id(self) -> str | None:
@@ -78,7 +87,7 @@ class QueueView:
         self.by_kind: dict[str, dict[str, list[Event]]] = defaultdict(lambda: defaultdict(list))
         for event in events:
             if event.f in ("deliver", "commit", "ack", "nack", "requeue", "dead-letter", "skip",
-                           "leftover", "dead-lettered") and event.key is not None:
+                           "leftover", "dead-lettered", "work-failed") and event.key is not None:
                 self.by_kind[event.f][event.key].append(event)
         self.drains = [e for e in events if e.f == "drain"]
         self.reports_deliveries = any(e.f == "deliver" for e in events)

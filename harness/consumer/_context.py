@@ -3,17 +3,20 @@ wait for broker or consumer facts, fault the consumer's connection, kill and res
 its clock, and drain the queue at the end so the checker knows what became of every message.
 
 Scenarios synchronise on facts, never on sleeps: an effect the oracle counts, a consumer the
-broker stops counting, a delivery the consumer reports.  Every wait is bounded, and a wait that
-runs out is recorded, so the checker says "unknown" rather than guess.
+broker stops counting, a delivery the consumer reports, the queue emptied.  Every wait is
+bounded, and a wait that runs out is recorded, so the checker says "unknown" rather than guess.
+A scenario also records what it *meant* to happen (``intend``) and what it saw just before
+acting (``observe``): the checker decides from those whether the fault met the job as meant
+(harness/consumer/_preconditions.py), and a pass that tested nothing is no pass.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,7 +27,9 @@ from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, render_template
 from harness.consumer._amqp import AmqpClient, Outgoing, PublishOutcome, header_text
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._events import EventFeed
+from harness.consumer._messages import ENCODINGS, Hook, compose
 from harness.consumer._nemesis import ConsumerNemesis
+from harness.consumer._settling import unsettled
 
 __all__ = ["PRODUCER", "SETTLE", "ConsumerContext"]
 
@@ -33,9 +38,10 @@ PRODUCER = "producer"
 SETTLE = 15.0
 POLL = 0.03
 #: Seconds a consumer without an events feed must stay settled before the queue counts as
-#: drained (it cannot say what it is still working on).
+#: drained (it cannot say what it is still working on); three job latencies when longer.
 QUIET = 1.0
-
+#: Publishes the latency measurement takes (their median is the job's latency).
+LATENCY_SAMPLES = 3
 
 class ConsumerContext:
     def __init__(self, *, scenario_name: str, deployment: ConsumerDeployment, history: History,
@@ -45,13 +51,16 @@ class ConsumerContext:
         self.target = deployment.target
         self.history = history
         self.rng = rng
-        self.nemesis = ConsumerNemesis(deployment, history)
         self.feed = EventFeed(deployment, history) if self.target.hooks.events else None
+        self.nemesis = ConsumerNemesis(deployment, history,
+                                       before=self.feed.poll if self.feed else None)
         if self.feed is not None:
             self.feed.skip()  # what consumers did before this scenario is not its evidence
         self._prefix = f"{deployment.run_id}-{uuid.UUID(int=rng.getrandbits(128)).hex[:6]}"
         self._counter = 0
         self._values: dict[str, dict[str, Any]] = {}
+        #: Until when (monotonic) a pause the harness asked for may still hold a job.
+        self._busy_until = 0.0
         self._lock = threading.Lock()
 
     # ---- messages --------------------------------------------------------------------------
@@ -61,37 +70,40 @@ class ConsumerContext:
             self._counter += 1
             return f"{self._prefix}-{self._counter:04d}"
 
-    def _message(self, key: str, *, poison: bool, pause: tuple[str, int] | None,
-                 message_id: str) -> tuple[bytes, dict[str, Any], str | None]:
-        spec = self.target.message
-        with self._lock:  # every message for one key is the same job: the same body
-            fixed = self._values.setdefault(key, {"amount": self.rng.randint(100, 99_999),
-                                                  "nonce": uuid.uuid4().hex})
-        values = {**fixed, "key": key, "message_id": message_id}
-        body = render_template(spec.poison if poison else spec.body, values)
-        headers = {k: render_template(v, values) for k, v in spec.headers.items()}
-        if spec.dedup == "header":
-            headers[spec.dedup_header] = key
+    def same_body(self, key: str, as_key: str) -> None:
+        """Give ``key``'s messages the values of ``as_key``'s (amount, nonce): where the body
+        does not carry the key, the two jobs' bodies are then the same bytes."""
+        with self._lock:
+            self._values[key] = self._values.setdefault(as_key, self._fresh_values())
+
+    def _fresh_values(self) -> dict[str, Any]:
+        return {"amount": self.rng.randint(100, 99_999), "nonce": uuid.uuid4().hex}
+
+    def _hooks(self, pause: tuple[str, int] | None,
+               failure: tuple[str, str] | None) -> tuple[Hook, ...]:
+        hooks: list[Hook] = []
         if pause is not None and self.target.hooks.pause is not None:
-            hook = self.target.hooks.pause
+            spec = self.target.hooks.pause
             point, ms = pause
-            headers[hook.header] = str(render_template(hook.points[point],  # type: ignore[index]
-                                                       {"ms": ms}))
-        if spec.dedup == "message-id":
-            mid: str | None = key
-        else:
-            mid = str(render_template(spec.message_id, values))
-        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        return raw, headers, mid
+            hooks.append(Hook(spec, str(render_template(spec.points[point],  # type: ignore[index]
+                                                        {"ms": ms}))))
+        if failure is not None:
+            declared = self.target.hooks.work_failure(*failure)
+            if declared is not None:
+                hooks.append(Hook(declared, declared.value))
+        return tuple(hooks)
 
     def publish(self, key: str, *, label: str = "original", attempt: int = 1,
                 poison: bool = False, pause: tuple[str, int] | None = None,
+                failure: tuple[str, str] | None = None, encoding: int = 0,
                 via: AmqpClient | None = None, timeout: float | None = None) -> Event:
         """Publish one message for ``key`` and wait for the broker's confirm; recorded as a
         ``publish`` operation: ok (confirmed), fail (refused), info (no confirm: maybe queued).
-        Each publish has a message id of its own unless the key is the message id."""
+        Each publish has a message id of its own unless the key is the message id.  ``pause``
+        asks the consumer to wait at a point of the job, ``failure`` (when, deliveries) to fail
+        it, ``encoding`` to write the JSON body another way (``ENCODINGS``)."""
         invoke, message = self._outgoing(key, label=label, attempt=attempt, poison=poison,
-                                         pause=pause)
+                                         pause=pause, failure=failure, encoding=encoding)
         client = via or self.deployment.amqp
         return self._confirmed(invoke, client.publish(message, timeout=timeout))
 
@@ -99,41 +111,84 @@ class ConsumerContext:
                        pause: tuple[str, int] | None = None) -> list[Event]:
         """Publish ``copies`` messages for ``key`` (attempts 1..copies) all before waiting for
         any confirm, so they reach the consumers together however slowly the broker confirms;
-        each is its own ``publish`` operation, as ``publish`` records it."""
-        outgoing = [self._outgoing(key, label=label, attempt=n, poison=False, pause=pause)
+        each is its own ``publish`` operation, as ``publish`` records it.  Copy n is written
+        in the n-th way of ``ENCODINGS``: the same job, not the same bytes."""
+        outgoing = [self._outgoing(key, label=label, attempt=n, poison=False, pause=pause,
+                                   failure=None, encoding=n - 1)
                     for n in range(1, copies + 1)]
         outcomes = self.deployment.amqp.publish_at_once([m for _, m in outgoing])
         return [self._confirmed(invoke, outcome)
                 for (invoke, _), outcome in zip(outgoing, outcomes, strict=True)]
 
     def _outgoing(self, key: str, *, label: str, attempt: int, poison: bool,
-                  pause: tuple[str, int] | None) -> tuple[Event, Outgoing]:
-        body, headers, message_id = self._message(key, poison=poison, pause=pause,
-                                                  message_id=uuid.uuid4().hex)
-        invoke = self.history.invoke(
-            "publish", PRODUCER, key=key, attempt=attempt, label=label,
-            value={"message_id": message_id, "queue": self.deployment.queue,
-                   "poison": poison})
-        return invoke, Outgoing(self.deployment.exchange, self.deployment.routing_key, body,
-                                message_id, headers, self.target.message.content_type)
+                  pause: tuple[str, int] | None, failure: tuple[str, str] | None,
+                  encoding: int) -> tuple[Event, Outgoing]:
+        with self._lock:  # every message for one key is the same job: the same values
+            fixed = self._values.setdefault(key, self._fresh_values())
+        deployment = self.deployment
+        values = {**fixed, "key": key, "message_id": uuid.uuid4().hex,
+                  "queue": deployment.queue, "run": deployment.run_id,
+                  "dead_letter_queue": deployment.dead_letter_queue or ""}
+        hooks = self._hooks(pause, failure)
+        parts = compose(self.target, values, poison=poison, hooks=hooks, encoding=encoding)
+        value: dict[str, Any] = {"message_id": parts.message_id, "queue": deployment.queue,
+                                 "poison": poison}
+        if encoding and not isinstance(self.target.message.body, str):
+            value["encoding"] = ENCODINGS[encoding % len(ENCODINGS)]
+        if pause is not None and self.target.hooks.pause is not None:
+            value["pause"] = {"point": pause[0], "seconds": pause[1] / 1000,
+                              "deliveries": self.target.hooks.pause.deliveries}
+            self._busy_until = max(self._busy_until, time.monotonic() + pause[1] / 1000)
+        if failure is not None and any(h.spec is not self.target.hooks.pause for h in hooks):
+            value["fails"] = {"when": failure[0], "deliveries": failure[1]}
+        invoke = self.history.invoke("publish", PRODUCER, key=key, attempt=attempt,
+                                     label=label, value=value)
+        return invoke, Outgoing(deployment.exchange, deployment.routing_key, parts.body,
+                                parts.message_id, parts.headers,
+                                self.target.message.content_type, parts.properties)
 
     def _confirmed(self, invoke: Event, outcome: tuple[PublishOutcome, str | None]) -> Event:
         confirm, why = outcome
         kind = {"confirmed": "ok", "refused": "fail", "unknown": "info"}[confirm]
         return self.history.complete(invoke, kind, error=why)  # type: ignore[arg-type]
 
-    def publish_losing_confirm(self, key: str) -> Event:
-        """Publish ``key``'s message on a connection of its own whose way back from the broker
-        is held: the broker queues it, its confirm never arrives, the publish ends unknown;
-        then that connection is dropped, as a producer that gives up on it does."""
-        proxy = self.deployment.producer_proxy()
-        client = AmqpClient(self.deployment.through(proxy.listen), timeout=5.0)
-        try:
-            client.queue_state(self.deployment.queue)  # connect before the fault
-            with self.nemesis.producer_fault(proxy):
-                return self.publish(key, via=client, timeout=1.0)
-        finally:
-            client.close()
+    # ---- what the scenario meant, and what it saw ------------------------------------------
+
+    def intend(self, what: str, key: str, properties: tuple[str, ...], **details: Any) -> None:
+        """Record what the next fault is meant to meet (``what``: a precondition the checker
+        knows), so the checker can tell whether it did."""
+        self.history.record("info", "intent", NEMESIS, key=key,
+                            value={"what": what, "properties": list(properties), **details})
+
+    def observe(self, key: str) -> Event:
+        """Record, just before acting, what can be seen of ``key``'s job: its effects and the
+        queue (messages ready, consumers)."""
+        if self.feed is not None:
+            self.feed.poll()
+        effects = self.effects_of(key)
+        state = self.deployment.amqp.queue_state(self.deployment.queue)
+        return self.history.record("ok", "observe", ORACLE, key=key, value={
+            "effects": effects, "ready": state.ready, "consumers": state.consumers})
+
+    def job_latency(self) -> float:
+        """How long the consumer takes from publish to effect, measured once per run (the
+        median of ``LATENCY_SAMPLES`` jobs with fresh keys) and recorded in each scenario that
+        asks: without an events feed, faults are timed from it."""
+        measured = self.deployment.measured_latency
+        if measured is None:
+            samples = []
+            for _ in range(LATENCY_SAMPLES):
+                key = self.new_key()
+                started = time.monotonic()
+                self.publish(key, label="latency")
+                if not self.wait_for_effect(key):
+                    break
+                samples.append(time.monotonic() - started)
+            measured = sorted(samples)[len(samples) // 2] if samples else None
+            self.deployment.measured_latency = measured
+        self.history.record("ok" if measured is not None else "info", "latency", ORACLE,
+                            value={"seconds": measured})
+        return measured if measured is not None else SETTLE
 
     # ---- waiting on facts ------------------------------------------------------------------
 
@@ -162,20 +217,19 @@ class ConsumerContext:
         """Wait until the oracle counts ``count`` effects for ``key`` (the work committed)."""
         return self._until(lambda: (self.effects_of(key) or 0) >= count, timeout)
 
-    def wait_for_delivery(self, key: str, *, paused: bool = False,
+    def wait_for_delivery(self, key: str, *, paused: bool = False, times: int = 1,
                           timeout: float = SETTLE) -> bool:
-        """Wait until a consumer reports taking ``key``'s message (its events feed; with
-        ``paused``, until it reports waiting at the pause hook), or, when it cannot report,
-        until its store shows a key in progress."""
+        """Wait until a consumer has taken ``key``'s message (``times`` deliveries): it
+        reports taking it (its events feed; with ``paused``, until it reports waiting at the
+        pause hook), or, without a feed, the broker has no message ready on the queue (a
+        consumer holds it)."""
         if self.feed is not None:
             feed = self.feed
             if paused:
                 return self._until(lambda: feed.paused(key) > 0, timeout)
-            return self._until(lambda: feed.delivered(key) > 0, timeout)
-        if self.target.hooks.store_size and self.target.hooks.store_size.reports_in_progress:
-            return self._until(
-                lambda: self.deployment.store_size().get("in_progress", 0) > 0, timeout)
-        return False
+            return self._until(lambda: feed.delivered(key) >= times, timeout)
+        queue = self.deployment.queue
+        return self._until(lambda: self.deployment.amqp.queue_state(queue).ready == 0, timeout)
 
     def wait_until_dropped(self, instance: int, *, timeout: float) -> bool:
         """Wait until the broker stops counting consumer ``instance`` (a stalled connection
@@ -207,19 +261,31 @@ class ConsumerContext:
 
     def restart(self, instance: int = 0) -> None:
         self.nemesis.restart(instance)
+        self._pauses_again()
 
     def advance_clock(self, seconds: float) -> None:
         self.nemesis.advance_clock(seconds)
 
+    def _pauses_again(self) -> None:
+        """A consumer that honours pauses on every delivery pauses again on a redelivery."""
+        pause = self.target.hooks.pause
+        if pause is None or pause.deliveries != "every":
+            return
+        longest = max((float(e.value["pause"]["seconds"]) for e in self.history.events()
+                       if e.f == "publish" and e.type == "invoke" and "pause" in e.value),
+                      default=0.0)
+        self._busy_until = max(self._busy_until, time.monotonic() + longest)
+
     def pass_lease(self) -> float:
         """Let the promised lease of a claim held by a dead consumer run out: on the consumer's
-        clock at once (clock hook), else in real time up to ``REAL_LEASE_LIMIT`` (the drain
-        then waits that much longer); a longer lease is recorded as not waited, so the
-        checker says unknown.  The seconds the drain must allow beyond its usual wait."""
+        clock at once (a clock hook, or libfaketime), else in real time up to
+        ``REAL_LEASE_LIMIT`` (the drain then waits that much longer); a longer lease is
+        recorded as not waited, so the checker says unknown.  The seconds the drain must allow
+        beyond its usual wait."""
         lease = self.target.promises.lease
         if lease is None:
             return 0.0
-        if self.target.hooks.clock is not None:
+        if self.deployment.clock is not None:
             self.advance_clock(lease + LEASE_SLACK + 1)
             return 0.0
         if lease <= REAL_LEASE_LIMIT:
@@ -227,13 +293,21 @@ class ConsumerContext:
         self.history.record("info", "lease-not-waited", NEMESIS, value={
             "lease": lease, "reason": f"the promised lease ({lease:g} s) is longer than the "
                                       f"{REAL_LEASE_LIMIT:g} s the harness waits in real time, "
-                                      "and the consumer has no clock hook"})
+                                      "and the consumer's clock cannot be moved"})
         return 0.0
 
     def ensure_consumers(self, count: int) -> int:
+        """Run ``count`` consumers (when they may share state), and wait (bounded) until the
+        broker counts every one whose connection the nemesis has not cut: one still
+        reconnecting after an earlier fault would leave the others every message."""
         if count > 1 and not self.target.shares_state:
             return len(self.deployment.instances)
         self.deployment.ensure_instances(count)
+        connected = sum(1 for i in self.deployment.instances
+                        if i.process.running() and i.number not in self.deployment.cut_off)
+        queue = self.deployment.queue
+        self._until(lambda: self.deployment.amqp.queue_state(queue).consumers >= connected,
+                    SETTLE)
         return len(self.deployment.instances)
 
     def notice_exits(self) -> None:
@@ -243,47 +317,60 @@ class ConsumerContext:
 
     # ---- the end of a scenario -------------------------------------------------------------
 
-    def _published(self) -> tuple[set[str], set[str]]:
-        """Keys whose message the broker confirmed (and that must have an effect), and keys of
-        poison messages (that must be dead-lettered, when the consumer promises a queue)."""
-        confirmed: dict[int, bool] = {}
-        ordinary, poison = set(), set()
+    def _published(self) -> tuple[Counter[str], set[str], set[str]]:
+        """Confirmed publishes per key; the keys that must have an effect (ordinary jobs,
+        except those made to fail on every delivery); the keys that must be dead-lettered (a
+        poison message, a job that always fails)."""
         events = self.history.events()
         invokes = {e.op: e for e in events if e.f == "publish" and e.type == "invoke"}
+        confirmed: Counter[str] = Counter()
+        effectful, rejected = set(), set()
         for event in events:
             if event.f == "publish" and event.type == "ok" and event.key is not None:
-                confirmed[event.op] = True
-                if invokes[event.op].value.get("poison"):
-                    poison.add(event.key)
+                confirmed[event.key] += 1
+                value = invokes[event.op].value
+                fails = value.get("fails") or {}
+                if value.get("poison") or fails.get("deliveries") == "every":
+                    rejected.add(event.key)
                 else:
-                    ordinary.add(event.key)
-        return ordinary, poison
+                    effectful.add(event.key)
+        return confirmed, effectful - rejected, rejected
 
     def drain(self, *, timeout: float = SETTLE) -> None:
-        """Wait until the queue has settled: nothing ready, every poison message in the
-        dead-letter queue, and every delivery settled (a consumer with an events feed says so)
-        or, without a feed, every confirmed message's effect counted.  Then stop the consumers
-        (what they had not acked goes back to the queue), record what is left and what was
-        dead-lettered, take it all off, and start them again.  The drain is ``ok`` when nothing
-        was left: every message was acked or dead-lettered.  P2, P9 and P10 are judged from it."""
-        ordinary, poison = self._published()
+        """Wait until the queue has settled: nothing ready, every rejected message in the
+        dead-letter queue, and every message's job finished: with a feed, each message acked
+        or dead-lettered for good and no live consumer holding one (read from after the last
+        restart); without one, every confirmed job's effect counted, then effects and the queue
+        unchanged for a quiet interval once every pause the harness asked for is over.  Then
+        stop the consumers (what they had not acked goes back to the queue), record what is
+        left and what was dead-lettered, take it all off, and start them again.  The drain is
+        ``ok`` when nothing was left.  P2, P9 and P10 are judged from it."""
+        confirmed, effectful, rejected = self._published()
         dlq = self.deployment.dead_letter_queue
         amqp, queue = self.deployment.amqp, self.deployment.queue
         started = time.monotonic()
+        why: dict[str, str] = {}
 
         def settled() -> bool:
             if amqp.queue_state(queue).ready:
+                why.clear()
+                why["queue"] = "messages ready in the queue"
                 return False
             if self.feed is not None:
-                if not self.feed.settled(ordinary | poison):
+                self.feed.poll()  # after the queue was seen empty: what was taken is reported
+                if not self.feed.polled_every_process():
                     return False
-            elif any((self.effects_of(k) or 0) < 1 for k in ordinary):
+                why.clear()
+                why.update(unsettled(self.history.events(), confirmed, self.feed.live()))
+                if why:
+                    return False
+            elif any((self.effects_of(k) or 0) < 1 for k in effectful):
                 return False
-            return not (dlq and poison and amqp.queue_state(dlq).ready < len(poison))
+            return not (dlq and rejected and amqp.queue_state(dlq).ready < len(rejected))
 
-        drained = self._until(settled, timeout)
+        drained = self._until(settled, timeout + max(0.0, self._busy_until - time.monotonic()))
         if drained and self.feed is None:
-            drained = self._quiet(settled)
+            drained = self._quiet(settled, timeout)
         waited = time.monotonic() - started
         # A consumer that reported every delivery settled holds nothing unacked; otherwise stop
         # the consumers, so what they hold goes back to the queue and can be counted.
@@ -299,7 +386,8 @@ class ConsumerContext:
         self.history.record("info" if left else "ok", "drain", ORACLE, value={
             "settled": drained, "waited": round(waited, 3), "left": len(left),
             "dead_lettered": len(dead), "queue": queue, "dead_letter_queue": dlq,
-            "consumers_stopped": stop})
+            "consumers_stopped": stop,
+            **({"unsettled": dict(list(why.items())[:5])} if why and not drained else {})})
         for message in left:
             self.history.record("ok", "leftover", ORACLE, key=self._key_of(message.headers,
                                                                           message.message_id,
@@ -315,16 +403,41 @@ class ConsumerContext:
             for instance in self.deployment.instances:
                 self.deployment.start_again(instance.number)
 
-    def _quiet(self, settled: Callable[[], bool]) -> bool:
-        """Without a feed, in-flight work cannot be seen: ask for the queue and the effects to
-        stay settled for ``QUIET`` seconds (then the graceful stop lets what runs finish)."""
-        before = {k: self.effects_of(k) for k in self._published()[0]}
-        deadline = time.monotonic() + QUIET
-        while time.monotonic() < deadline:
-            time.sleep(POLL)
-            if not settled():
+    def _quiet(self, settled: Callable[[], bool], timeout: float) -> bool:
+        """Without a feed, work in flight cannot be seen: wait until every pause the harness
+        asked for is over, then ask the queue and the effects to stay settled for a quiet
+        interval (``QUIET``, or three job latencies when longer)."""
+        latency = self.deployment.measured_latency or 0.0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < self._busy_until:
+            if time.monotonic() > deadline:
                 return False
-        return before == {k: self.effects_of(k) for k in before}
+            time.sleep(POLL)
+        interval = max(QUIET, 3 * latency)
+        while time.monotonic() < deadline:
+            before = {k: self.effects_of(k) for k in self._published()[0]}
+            quiet_until = time.monotonic() + interval
+            steady = True
+            while time.monotonic() < quiet_until:
+                time.sleep(POLL)
+                if not settled():
+                    steady = False
+                    break
+            if steady and before == {k: self.effects_of(k) for k in before}:
+                return True
+        return False
+    def publish_losing_confirm(self, key: str) -> Event:
+        """Publish ``key``'s message on a connection of its own whose way back from the broker
+        is held: the broker queues it, its confirm never arrives, the publish ends unknown;
+        then that connection is dropped, as a producer that gives up on it does."""
+        proxy = self.deployment.producer_proxy()
+        client = AmqpClient(self.deployment.through(proxy.listen), timeout=5.0)
+        try:
+            client.queue_state(self.deployment.queue)  # connect before the fault
+            with self.nemesis.producer_fault(proxy):
+                return self.publish(key, via=client, timeout=1.0)
+        finally:
+            client.close()
 
     def _key_of(self, headers: dict[str, Any] | Any, message_id: str | None,
                 body: bytes) -> str | None:

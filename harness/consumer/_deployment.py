@@ -22,9 +22,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from harness._clock import HookClock
-from harness._deployment import run_cleanup
+from harness._clock import HookClock, TargetClock, confirm_jump, target_time
+from harness._deployment import CONFIRMING_JUMP, run_cleanup
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
+from harness._faketime import FaketimeClock
 from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
 from harness._processes import ManagedProcess
@@ -39,6 +40,9 @@ __all__ = ["ConsumerDeployment", "ConsumerInstance"]
 
 #: Seconds between two looks at the broker's consumer count while a consumer starts.
 _READY_POLL = 0.05
+#: Seconds a restart waits for the port of a killed consumer (and of the workers it forked) to
+#: be free: a process group's last members may hold it a moment after the kill.
+_PORT_FREE_WAIT = 10.0
 
 
 @dataclass
@@ -92,6 +96,13 @@ class ConsumerDeployment:
         self._values: dict[str, Any] = {}
         self._hooks_http = httpx.Client(timeout=10.0)
         self._process_lock = threading.RLock()
+        self._faketime: FaketimeClock | None = None
+        #: How the consumer's clock is moved: its clock hook, or libfaketime from outside.
+        self.clock: TargetClock | None = None
+        #: Why the clock from outside could not be confirmed ([clock] without ``check``).
+        self.clock_unconfirmed: str | None = None
+        #: Seconds from publish to effect of an ordinary job, once a scenario measured them.
+        self.measured_latency: float | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -118,8 +129,32 @@ class ConsumerDeployment:
             self.recorder = Recorder(self.target.effects.port or 0)
             values["recorder_url"] = self.recorder.url
         self._values = values
+        if self.target.clock is not None:
+            self._faketime = FaketimeClock(self.workdir / "clock")
+            self.clock = self._faketime
+        elif self.target.hooks.clock is not None:
+            self.clock = HookClock(self.target.hooks.clock, self.hook)
         self.ensure_instances(1)
+        if self._faketime is not None:
+            self._confirm_clock()
         self.oracle = self._make_oracle()
+
+    def _confirm_clock(self) -> None:
+        """Move libfaketime's clock once and ask the consumer (``[clock] check`` on its port)
+        whether it saw the jump; when it did not, the run goes on without a clock.  A consumer
+        with no time endpoint cannot be asked: its jumps are recorded as unconfirmed."""
+        assert self._faketime is not None and self.target.clock is not None
+        check = self.target.clock.check
+        if check is None or self.instances[0].port is None:
+            self.clock_unconfirmed = ("the consumer's clock is moved with libfaketime, "
+                                      "unconfirmed: [clock] has no check path to read its time")
+            return
+        url = self.admin_url() + check
+        problem = confirm_jump(self._faketime, CONFIRMING_JUMP,
+                               lambda: target_time(self._hooks_http, url, from_body=True))
+        if problem is not None:
+            self.clock = None
+            self.clock_unconfirmed = problem
 
     def ensure_instances(self, count: int) -> None:
         if count > 1 and not self.target.shares_state:
@@ -140,6 +175,8 @@ class ConsumerDeployment:
         env = {k: str(render_template(v, values)) for k, v in start.env.items()}
         if self.recorder is not None and isinstance(self.target.effects, RecorderEffects):
             env[self.target.effects.env] = self.recorder.url
+        if self._faketime is not None:
+            env = self._faketime.environment(env)
         ready_url = ready_port = None
         if start.ready == "http":
             ready_url = f"http://{start.host}:{port}{start.ready_path}"
@@ -171,6 +208,7 @@ class ConsumerDeployment:
         with no port of its own (a Celery worker) gets one the harness opens itself, once the
         broker counts the consumer, so a consumer that exits or never consumes fails the start
         like any other."""
+        self._wait_port_free(instance)
         if self.target.start.ready != "queue":
             with self._process_lock:
                 instance.process.start()
@@ -191,6 +229,21 @@ class ConsumerDeployment:
                     f"{connected}",
                     f"check that the consumer reads the queue it is given ({{queue}}) from the "
                     f"broker at {{amqp_url}} ({exc.fix}); see {self.workdir}") from exc
+
+    def _wait_port_free(self, instance: ConsumerInstance) -> None:
+        """A consumer started again after a kill may find its port still held by the workers
+        of its process group for a moment; its start would take their port for its own."""
+        if instance.port is None:
+            return
+        deadline = time.monotonic() + _PORT_FREE_WAIT
+        while _port_open(self.target.start.host, instance.port):
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(
+                    f"consumer {self.target.name}#{instance.number}",
+                    f"port {instance.port} is still in use {_PORT_FREE_WAIT:g} s after the "
+                    "consumer was stopped", "a process outside the consumer's process group "
+                    "holds it: let every worker run in the group the harness starts")
+            time.sleep(_READY_POLL)
 
     def wait_for_consumers(self, count: int, *, timeout: float | None = None) -> QueueState:
         """Wait until the broker counts ``count`` consumers on the queue (after a reconnect)."""
@@ -261,6 +314,8 @@ class ConsumerDeployment:
         self.recorder = None
         self._hooks_http.close()
         self.amqp.close()
+        if self._faketime is not None:
+            self._faketime.close()
 
     # ---- process faults --------------------------------------------------------------------
 
@@ -315,19 +370,29 @@ class ConsumerDeployment:
             raise ServiceError(f"hook {method} {path} failed: {exc}; check [hooks] in "
                                f"{self.target.source}") from exc
 
-    def advance_clock(self, seconds: float) -> None:
-        """Through the first consumer, as for an HTTP target: consumers that share state share
-        their store, and the clock with it (once per move, or it would move twice)."""
-        hook = self.target.hooks.clock
-        if hook is None:
-            raise UsageError(f"target {self.target.name} has no clock hook")
-        HookClock(hook, self.hook).advance(seconds)
+    def advance_clock(self, seconds: float) -> str:
+        """Move the consumers' clock once, and say how: the clock hook goes through the first
+        consumer (consumers that share state share the clock with their store), libfaketime's
+        offset file moves every process at once."""
+        if self.clock is None:
+            raise UsageError(self.clock_unconfirmed
+                             or f"target {self.target.name} has no clock the harness can move")
+        self.clock.advance(seconds)
+        if self._faketime is not None and self.clock_unconfirmed:
+            return f"{self.clock.via} (unconfirmed)"
+        return self.clock.via
 
     def store_size(self) -> dict[str, int]:
         return read_store_size(self.target, self.hook, self._values)
 
     def cleanup(self) -> None:
         run_cleanup(self.target, self.hook)
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex((host, port)) == 0
 
 
 class _OpensWhenConsuming:

@@ -18,13 +18,11 @@ from harness._errors import ServiceError
 from harness._history import History
 from harness.consumer._deployment import ConsumerDeployment
 
-__all__ = ["FEED_KINDS", "SETTLED", "EventFeed"]
+__all__ = ["FEED_KINDS", "EventFeed"]
 
 #: The event types a feed may report, as history ``f`` values.
 FEED_KINDS = frozenset({"deliver", "claim", "wait", "pause", "commit", "ack", "ack-lost", "nack",
                         "dead-letter", "poison", "work-failed", "fenced", "store-unavailable"})
-#: The kinds after which a delivery is settled: nothing more will happen to it in that process.
-SETTLED = frozenset({"ack", "ack-lost", "nack", "dead-letter"})
 
 
 class EventFeed:
@@ -37,8 +35,6 @@ class EventFeed:
         self._after = deployment.feed_cursors
         self._deliveries: Counter[str] = Counter()
         self._paused: Counter[str] = Counter()
-        #: Per key and process (pid): deliveries taken minus deliveries settled.
-        self._open: dict[str, Counter[int | None]] = {}
         self._lock = threading.Lock()
 
     def skip(self) -> None:
@@ -72,14 +68,14 @@ class EventFeed:
         key = item.get("key")
         value = {k: v for k, v in item.items()
                  if k not in ("type", "key", "time") and v is not None}
+        value.setdefault("pid", pid)
+        if isinstance(item.get("time"), int | float):
+            # When the consumer says it happened: feeds are read one process after another, so
+            # the history's order between two processes is only the order they were read in.
+            value["at"] = item["time"]
         self.history.record("ok", kind, process, key=key if isinstance(key, str) else None,
                             value=value)
         if isinstance(key, str):
-            held = self._open.setdefault(key, Counter())
-            if kind == "deliver":
-                held[pid] += 1
-            elif kind in SETTLED:
-                held[pid] -= 1
             if kind == "deliver":
                 self._deliveries[key] += 1
             if kind == "pause":
@@ -91,10 +87,13 @@ class EventFeed:
     def paused(self, key: str) -> int:
         return self._paused[key]
 
-    def settled(self, keys: set[str]) -> bool:
-        """Was every key's message delivered, and is each delivery settled (acked, nacked,
-        dead-lettered) or held by a process that died (the broker gives it to another)?"""
-        alive = {i.process.pid for i in self.deployment.instances if i.process.running()}
-        return all(key in self._open for key in keys) and all(
-            held <= 0 or pid not in alive
-            for key in keys for pid, held in self._open[key].items())
+    def live(self) -> list[tuple[str, int | None]]:
+        """The consumer processes running now, as (name, pid)."""
+        return [(i.name, i.process.pid) for i in self.deployment.instances
+                if i.process.running()]
+
+    def polled_every_process(self) -> bool:
+        """Has the feed of every running process been read at least once?  A process started
+        again has a new pid: until its feed is read, what it took is not known."""
+        return all((i.number, i.process.pid) in self._after
+                   for i in self.deployment.instances if i.process.running())

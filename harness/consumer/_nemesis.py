@@ -9,7 +9,7 @@ disables the proxy, which discards what was held) before it heals.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from harness._history import NEMESIS, History
@@ -34,15 +34,23 @@ _STALL_UP = Toxic("timeout", "upstream", {"timeout": 0}, name="stall_upstream")
 
 
 class ConsumerNemesis:
-    def __init__(self, deployment: ConsumerDeployment, history: History) -> None:
+    """``before`` runs ahead of every fault, heal, kill and clock move: the scenario reads the
+    consumers' events feeds there, so whatever a consumer did before the nemesis acted is in
+    the history before the nemesis's own event (an ack sent while acks were held stays inside
+    the hold)."""
+
+    def __init__(self, deployment: ConsumerDeployment, history: History, *,
+                 before: Callable[[], None] | None = None) -> None:
         self.deployment = deployment
         self.history = history
+        self._before = before or (lambda: None)
 
     def _record(self, f: str, fault: Fault, instance: int) -> None:
         self.history.record("info", f, NEMESIS, value={"fault": fault.name, "where": "consumer",
                                                        "instance": instance})
 
     def inject(self, name: str, instance: int = 0) -> None:
+        self._before()
         fault = CONSUMER_FAULTS[name]
         proxy = self.deployment.instances[instance].proxy
         if fault.toxic is None:
@@ -57,6 +65,7 @@ class ConsumerNemesis:
 
     def heal(self, name: str, instance: int = 0) -> None:
         """Remove the fault; the consumer reconnects when its connection was lost."""
+        self._before()
         fault = CONSUMER_FAULTS[name]
         proxy = self.deployment.instances[instance].proxy
         if fault.toxic is None:
@@ -101,6 +110,7 @@ class ConsumerNemesis:
         self.deployment.cut_off.clear()
 
     def kill(self, instance: int = 0) -> None:
+        self._before()
         self.deployment.kill(instance)
         self.history.record("info", "crash", NEMESIS,
                             value={"how": "SIGKILL", "instance": instance})
@@ -114,5 +124,6 @@ class ConsumerNemesis:
                             value={"instance": instance, "code": code, "scenario": scenario})
 
     def advance_clock(self, seconds: float) -> None:
-        self.deployment.advance_clock(seconds)
-        self.history.record("info", "clock", NEMESIS, value={"seconds": seconds})
+        self._before()
+        via = self.deployment.advance_clock(seconds)
+        self.history.record("info", "clock", NEMESIS, value={"seconds": seconds, "via": via})

@@ -14,10 +14,14 @@ from harness._checker import QUEUE_PROPERTIES, CheckOptions, Inconclusive, prop
 from harness._durations import format_duration
 from harness._findings import Finding, Note
 from harness._target import LEASE_SLACK
+from harness.consumer._account import queue_account, windows
 from harness.consumer._analysis import Incident, Publish, QueueView
+from harness.consumer._preconditions import unexercised
 from harness.consumer._target import ConsumerPromises
 
 __all__: list[str] = []
+
+QUEUE_PROPERTIES.summarise(queue_account)
 
 
 def _promises(options: CheckOptions) -> ConsumerPromises:
@@ -33,20 +37,22 @@ def _effects(view: View, key: str) -> EffectsSeen:
     return seen
 
 
-def _windows(view: View, publishes: list[Publish], window: float | None) -> int:
-    """How many dedup windows the key's publishes span: each may run the job once."""
-    count, opened = 0, None
-    for publish in publishes:
-        at = view.target_time(publish.invoke)
-        if opened is None or (window is not None and at - opened > window):
-            count, opened = count + 1, at
-    return max(count, 1)
+def _untested(view: View, property_id: str, found: set[str]) -> Iterator[Note]:
+    """A key whose scenario cannot show that its fault met the job as meant: a property that
+    found nothing wrong with it is undecided, never a pass (harness/consumer/_preconditions)."""
+    for key, reason in unexercised(view, property_id).items():
+        if key not in found:
+            yield Note(property_id, key, f"key {key}: {reason}", undecided=True)
 
 
 def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
     """How a key ran twice, told from the evidence alone; silent when it cannot tell."""
     ids = {p.message_id for p in publishes}
     redelivered = [d for d in queue.events_of("deliver", key) if d.value.get("redelivered")]
+    first, last = publishes[0].invoke.time, publishes[-1].invoke.time
+    if any(e.f == "clock" and first <= e.time <= last for e in queue.view.events):
+        return ("The key came back after the consumer's clock moved, still within the promised "
+                "dedup window, and ran again: the consumer forgot the key too early.")
     if len(ids) > 1 and any(p.invoke.label == "republish" for p in publishes):
         return ("The producer published the same key again under a new message id and the "
                 "consumer ran it as a new job: it deduplicates by message id at most, not by "
@@ -66,11 +72,13 @@ def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
 def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     window = _promises(options).dedup_window
+    found: set[str] = set()
     for key, publishes in queue.ordinary():
         effects = _effects(view, key)
-        allowed = _windows(view, publishes, window)
+        allowed = windows(view, publishes, window)
         assert effects.count is not None
         if effects.count > allowed:
+            found.add(key)
             span = "" if allowed == 1 else f" ({allowed} dedup windows)"
             yield Finding("P1", key,
                           f"{effects.count} effects for key {key} where at most {allowed} may "
@@ -82,6 +90,7 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                        f"{effects.count} effects for key {key}: a message came after the "
                        f"promised dedup window ({format_duration(window or 0)}) and ran as a "
                        "new job, which the contract allows")
+    yield from _untested(view, "P1", found)
 
 
 @prop("P2", "no lost outcome: every confirmed message has exactly one effect once the queue "
@@ -89,15 +98,23 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
 def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     promises = _promises(options)
+    found: set[str] = set()
     for key, publishes in queue.ordinary():
         if not any(p.confirmed for p in publishes):
             continue
         effects = _effects(view, key)
         if effects.count:
             continue
+        found.add(key)
         left = queue.events_of("leftover", key)
         dead = queue.events_of("dead-lettered", key)
-        if dead:
+        if dead and any(p.fails for p in publishes) and _gives_up_at_once(promises):
+            yield Note("P2", key,
+                       f"the job for key {key} failed and was dead-lettered without an "
+                       "effect, as the consumer promises for a failed job "
+                       f"(on_failure = {promises.on_failure}, max_attempts = "
+                       f"{promises.max_attempts})")
+        elif dead:
             yield Finding("P2", key,
                           f"the confirmed message for key {key} was dead-lettered without an "
                           f"effect: a valid job was thrown away ({queue.story(key)})",
@@ -118,12 +135,22 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding | Not
             yield Finding("P2", key,
                           f"the broker confirmed the message for key {key}, the queue drained, "
                           f"and there is no effect: the job is lost ({queue.story(key)}). "
-                          + _why_lost(queue),
+                          + _why_lost(queue, publishes),
                           queue.evidence(key, effects.index,
                                          *(d.index for d in queue.drains[-1:])))
+    yield from _untested(view, "P2", found)
 
 
-def _why_lost(queue: QueueView) -> str:
+def _gives_up_at_once(promises: ConsumerPromises) -> bool:
+    """Does the consumer promise to dead-letter a job at its first failure?"""
+    return promises.on_failure == "dead-letter" or promises.max_attempts == 1
+
+
+def _why_lost(queue: QueueView, publishes: list[Publish]) -> str:
+    failed = queue.events_of("work-failed", publishes[0].key or "") if publishes else []
+    if any(p.fails == "before-work" for p in publishes) or failed:
+        return ("Its job failed once, and its retry was acked without the work: the key was "
+                "left claimed (or marked done) by the failed attempt.")
     if queue.incidents():
         return (f"The message was gone from the queue after {queue.incidents()[0].what}: it "
                 "was acked before its work was done.")
@@ -135,13 +162,18 @@ def _why_lost(queue: QueueView) -> str:
 def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     promises = _promises(options)
+    found: set[str] = set()
     for key, publishes in queue.ordinary():
         # Judged once per key, against the first incident its message lived through.
         incident = next((i for i in queue.incidents()
                          if any(p.maybe_queued and p.invoke.time <= i.end.time
                                 for p in publishes)), None)
         if incident is not None:
-            yield from _converged(queue, incident, key, promises)
+            judged = list(_converged(queue, incident, key, promises))
+            if any(isinstance(j, Finding) for j in judged):
+                found.add(key)
+            yield from judged
+    yield from _untested(view, "P9", found)
 
 
 def _converged(queue: QueueView, incident: Incident, key: str,
@@ -179,17 +211,19 @@ def _converged(queue: QueueView, incident: Incident, key: str,
 def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     queue = QueueView(view)
     promises = _promises(options)
-    for key, _ in queue.poisoned():
+    for key, publishes in queue.poisoned():
+        what = ("poison message" if any(p.invoke.value.get("poison") for p in publishes)
+                else "message whose job always fails")
         effects = _effects(view, key)
         evidence = queue.evidence(key, effects.index)
         if effects.count:
-            yield Finding("P10", key, f"the poison message for key {key} caused "
+            yield Finding("P10", key, f"the {what} for key {key} caused "
                                       f"{effects.count} effect(s)", evidence)
         delivered = queue.events_of("deliver", key)
         limit = promises.max_attempts
         if limit is not None and len(delivered) > limit:
             yield Finding("P10", key,
-                          f"the poison message for key {key} was delivered {len(delivered)} "
+                          f"the {what} for key {key} was delivered {len(delivered)} "
                           f"times where the consumer promises at most {limit} attempts: it "
                           "loops instead of being dead-lettered", evidence)
             continue
@@ -199,14 +233,14 @@ def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             or promises.dead_letter_queue
         if left and promises.dead_letter_queue and queue.drains:
             yield Finding("P10", key,
-                          f"the poison message for key {key} was still in the queue after "
+                          f"the {what} for key {key} was still in the queue after "
                           f"{format_duration(float(queue.drains[-1].value.get('waited', 0)))}"
                           f", never dead-lettered to {dlq} as promised"
                           + (f" ({len(delivered)} deliveries seen)" if delivered else
                              ": it keeps coming back"), evidence)
         elif promises.dead_letter_queue and not dead and not left and queue.drained:
             yield Finding("P10", key,
-                          f"the poison message for key {key} was dropped: it is neither in "
+                          f"the {what} for key {key} was dropped: it is neither in "
                           f"the queue nor in the promised dead-letter queue {dlq}", evidence)
     yield from _kept_serving(queue)
 

@@ -102,10 +102,17 @@ def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) 
                     ConsumerDeployment(target, toxiproxy=toxiproxy, broker_url=broker_url,
                                        workdir=workdir,
                                        allow_remote=config.allow_remote) as deployment:
+                lost = ({"clock": deployment.clock_unconfirmed} if deployment.clock is None
+                        and deployment.clock_unconfirmed else {})
                 for scenario in runnable:
                     assert isinstance(scenario, ConsumerScenario)
                     if config.stop is not None:
                         config.stop.check()
+                    reason = scenario.not_applicable(deployment.target, unavailable=lost)
+                    if reason is not None:  # the clock from outside did not move the consumer
+                        outcomes.append(ScenarioOutcome(scenario.name, "n/a",
+                                                        scenario.properties, reason=reason))
+                        continue
                     emit(ScenarioStarted(scenario.name, planned.index(scenario.name),
                                          len(planned)))
                     outcome = _run_one(scenario, deployment,

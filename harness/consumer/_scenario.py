@@ -20,7 +20,8 @@ __all__ = ["CONSUMER_CAPABILITY_HINTS", "ConsumerScenario", "consumer_scenario",
 
 #: Why a consumer capability is missing, in the words of the target file.
 CONSUMER_CAPABILITY_HINTS = {
-    "clock": "a clock hook ([hooks] clock) to advance the consumer's clock",
+    "clock": "a clock hook ([hooks] clock) or [clock] kind = \"faketime\" to advance the "
+             "consumer's clock",
     "restart": "start.restartable = true",
     "instances": "start.shared_state = true (several consumers share one store)",
     "store-size": "a key-store size hook ([hooks] store_size)",
@@ -30,6 +31,7 @@ CONSUMER_CAPABILITY_HINTS = {
     "dedup-window": "a promised dedup window (promises.dedup_window)",
     "lease": "a promised lease (promises.lease)",
     "poison": "a poison message the consumer refuses ([message] poison)",
+    "work-failure": "a hook that makes the job fail ([[hooks.work_failures]])",
     "republish": "a dedup key the producer chooses (dedup = \"header\" or \"body\"): with "
                  "dedup = \"message-id\" a republish is the same message",
 }

@@ -12,7 +12,7 @@ documented in docs/consumers.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -28,6 +28,7 @@ from harness._target import (
 
 __all__ = [
     "ACK_POLICIES",
+    "MESSAGE_PLACEHOLDERS",
     "BrokerSpec",
     "ConsumerHooks",
     "ConsumerPromises",
@@ -37,11 +38,31 @@ __all__ = [
     "MessageSpec",
     "PauseHook",
     "QueueSpec",
+    "TestHook",
+    "WorkFailure",
     "is_consumer",
+    "place_in_body",
 ]
 
 DedupLocation = Literal["header", "message-id", "body"]
 ACK_POLICIES = ("after-work", "before-work")
+#: What a test hook applies to: a message's first delivery only (its redelivered flag unset), or
+#: every delivery of it.
+Deliveries = Literal["first", "every"]
+#: The placeholders ``[message]`` may use, and what each becomes.
+MESSAGE_PLACEHOLDERS = {
+    "key": "the dedup key the harness chose for the job",
+    "amount": "a random amount, the same for every message of one job",
+    "nonce": "a random word, the same for every message of one job",
+    "message_id": "the message id of this publish (new for each publish)",
+    "queue": "the queue's name ([queue] name, {run} filled in)",
+    "run": "a word unique to the run",
+    "dead_letter_queue": "the promised dead-letter queue (promises.dead_letter_queue)",
+}
+#: AMQP basic properties a ``[message] properties`` table may set (besides content_type and
+#: message_id, which have fields of their own).
+AMQP_PROPERTIES = ("correlation_id", "reply_to", "type", "app_id", "user_id", "priority",
+                   "expiration", "content_encoding")
 
 #: HTTP tables a consumer file may not use, and what to write instead.
 _HTTP_ONLY = {
@@ -111,16 +132,18 @@ class QueueSpec(_Section):
 class MessageSpec(_Section):
     """The message the harness publishes, and where its dedup key goes.
 
-    ``body`` is any JSON value (a Celery task message is a list); strings in it, in ``headers``
-    and in ``message_id`` may use ``{amount}``, ``{nonce}``, ``{key}`` and ``{message_id}``.
-    ``dedup = "header"`` puts the key in ``dedup_header``; ``"message-id"`` makes the key the
-    message id (so a republish keeps it); ``"body"`` means the templates carry ``{key}``.
-    ``poison`` is a body the consumer promises to refuse: without one there is no poison
-    scenario, since what is invalid is the consumer's to say.
+    ``body`` is any JSON value (a Celery task message is a list); strings in it, in
+    ``headers``, ``properties``, ``message_id`` and ``poison`` may use the placeholders of
+    ``MESSAGE_PLACEHOLDERS``; any other is an error, not a literal.  ``dedup = "header"`` puts
+    the key in ``dedup_header``; ``"message-id"`` makes the key the message id (so a republish
+    keeps it); ``"body"`` means the templates carry ``{key}``.  ``poison`` is a body the
+    consumer promises to refuse: without one there is no poison scenario, since what is invalid
+    is the consumer's to say.  ``properties`` sets AMQP basic properties (``AMQP_PROPERTIES``).
     """
 
     body: Any = Field(default_factory=lambda: {"amount": "{amount}", "currency": "usd"})
     headers: dict[str, Any] = Field(default_factory=dict)
+    properties: dict[str, Any] = Field(default_factory=dict)
     content_type: str = "application/json"
     message_id: str = "{message_id}"
     dedup: DedupLocation = "header"
@@ -128,8 +151,25 @@ class MessageSpec(_Section):
     poison: Any = None
 
     @model_validator(mode="after")
+    def _placeholders_are_known(self) -> MessageSpec:
+        for name, value in (("body", self.body), ("headers", self.headers),
+                            ("properties", self.properties), ("message_id", self.message_id),
+                            ("poison", self.poison)):
+            unknown = sorted(set(placeholders(value)) - MESSAGE_PLACEHOLDERS.keys())
+            if unknown:
+                known = ", ".join(f"{{{p}}}" for p in MESSAGE_PLACEHOLDERS)
+                raise ValueError(f"{name} uses {', '.join(f'{{{u}}}' for u in unknown)}, which "
+                                 f"the harness does not fill in; [message] may use {known}")
+        wrong = sorted(set(self.properties) - set(AMQP_PROPERTIES))
+        if wrong:
+            raise ValueError(f"properties {', '.join(wrong)} are not AMQP properties the "
+                             f"harness sets; use {', '.join(AMQP_PROPERTIES)} (content_type "
+                             "and message_id have fields of their own)")
+        return self
+
+    @model_validator(mode="after")
     def _key_has_a_place(self) -> MessageSpec:
-        used = placeholders([self.body, self.headers, self.message_id])
+        used = placeholders([self.body, self.headers, self.properties, self.message_id])
         if self.dedup == "body" and "key" not in used:
             raise ValueError("dedup = \"body\" needs {key} in the body (or headers) template, "
                              "e.g. body = { key = \"{key}\", amount = \"{amount}\" }")
@@ -150,15 +190,59 @@ class ConsumerPromises(Promises):
     ack: Literal["after-work", "before-work"] = "after-work"
     max_attempts: int | None = Field(default=None, ge=1)
     dead_letter_queue: str | None = None
+    #: What the consumer does with a job whose work failed: deliver it again (``requeue``: a
+    #: nack with requeue; ``republish``: a new message, after ``retry_delay``) until
+    #: ``max_attempts``, then dead-letter it; or dead-letter it at once (``dead-letter``).
+    on_failure: Literal["requeue", "republish", "dead-letter"] | None = None
+    retry_delay: Duration | None = None
+
+    @model_validator(mode="after")
+    def _failure_policy(self) -> ConsumerPromises:
+        if self.on_failure == "republish" and self.retry_delay is None:
+            raise ValueError("on_failure = \"republish\" needs retry_delay (how long the "
+                             "consumer waits before publishing the job again), e.g. \"1s\"")
+        return self
 
 
-class PauseHook(_Section):
-    """A message header that makes the consumer wait at a point of its work: how the harness
-    meets a job in progress (``before-work``: claimed, nothing committed) or holds one that is
-    done (``before-ack``: committed, not acked).  Values may use ``{ms}``."""
+class TestHook(_Section):
+    """Where a test hook travels: a message header, or a field of the JSON body (dotted, with
+    list positions as numbers: ``"1.test_pause"`` is a Celery message's kwargs).  Frameworks
+    that hand a job only its body never see a header."""
 
-    header: str
+    header: str | None = None
+    field: str | None = None
+    #: Does the consumer honour the hook on a message's first delivery only (a redelivered
+    #: copy does not carry it out again), or on every delivery?
+    deliveries: Deliveries = "first"
+
+    @model_validator(mode="after")
+    def _one_place(self) -> TestHook:
+        if (self.header is None) == (self.field is None):
+            raise ValueError("give header = \"X-Test-...\" (a message header) or field = "
+                             "\"test_hook\" (a field of the JSON body), not both or neither")
+        if self.field is not None and not all(self.field.split(".")):
+            raise ValueError(f"field {self.field!r} must be a dotted path such as "
+                             "\"test_pause\" or \"1.test_pause\"")
+        return self
+
+
+class PauseHook(TestHook):
+    """A message header (or body field) that makes the consumer wait at a point of its work: how
+    the harness meets a job in progress (``before-work``: claimed, nothing committed) or holds
+    one that is done (``before-ack``: committed, not acked).  Values may use ``{ms}``."""
+
     points: dict[Literal["before-work", "before-ack"], str] = Field(min_length=1)
+
+
+class WorkFailure(TestHook):
+    """A message header (or body field) that makes the job's work fail (``[[hooks.
+    work_failures]]``): ``when = "before-work"`` raises before anything is written,
+    ``"after-work"`` once the work is committed (the retry must find the key done).
+    ``deliveries`` says whether a redelivery fails again."""
+
+    name: str = Field(min_length=1)
+    value: str
+    when: Literal["before-work", "after-work"] = "before-work"
 
 
 class EventsHook(_Section):
@@ -175,6 +259,12 @@ class ConsumerHooks(Hooks):
 
     pause: PauseHook | None = None
     events: EventsHook | None = None
+    work_failures: list[WorkFailure] = Field(default_factory=list)
+
+    def work_failure(self, when: str, deliveries: str) -> WorkFailure | None:
+        """The declared failure at ``when`` on ``deliveries``, if any."""
+        return next((f for f in self.work_failures
+                     if f.when == when and f.deliveries == deliveries), None)
 
     @model_validator(mode="after")
     def _no_request_hooks(self) -> ConsumerHooks:
@@ -183,13 +273,18 @@ class ConsumerHooks(Hooks):
             used.append("handler_errors")
         if used:
             raise ValueError(f"{', '.join(used)} are HTTP request hooks; a consumer target "
-                             "offers clock, store_size, cleanup, pause and events")
+                             "offers clock, store_size, cleanup, pause, events and "
+                             "work_failures (a failing job: [[hooks.work_failures]])")
+        names = [f.name for f in self.work_failures]
+        if len(set(names)) != len(names):
+            raise ValueError(f"work_failures names must be distinct; got {names}")
         return self
 
 
 class ConsumerTarget(Target):
     """A validated consumer target file."""
 
+    DOCS: ClassVar[str] = "docs/consumers.md"
     kind: Literal["consumer"] = "consumer"
     start: ConsumerStart
     broker: BrokerSpec = Field(default_factory=BrokerSpec)
@@ -211,12 +306,25 @@ class ConsumerTarget(Target):
                              "consumer, to hand it the broker's address through a proxy")
         return data
 
+    @model_validator(mode="after")
+    def _hook_fields_fit_the_body(self) -> ConsumerTarget:
+        hooks = [("pause", self.hooks.pause)] + [
+            (f"work_failures {f.name}", f) for f in self.hooks.work_failures]
+        for name, hook in hooks:
+            if hook is not None and hook.field is not None:
+                try:
+                    place_in_body(self.message.body, hook.field, "")
+                except ValueError as exc:
+                    raise ValueError(f"hooks {name}: {exc}; the field must name a place in "
+                                     "[message] body") from None
+        return self
+
     def capabilities(self) -> frozenset[str]:
         """What consumer scenarios may rely on (``CONSUMER_CAPABILITY_HINTS`` says how to
         provide each)."""
         caps = set()
         hooks, promises = self.hooks, self.promises
-        if hooks.clock:
+        if self.moves_clock:
             caps.add("clock")
         if self.can_restart:
             caps.add("restart")
@@ -238,6 +346,8 @@ class ConsumerTarget(Target):
             caps.add("poison")
         if self.message.dedup != "message-id":
             caps.add("republish")
+        if hooks.work_failures:
+            caps.add("work-failure")
         return frozenset(caps)
 
 
@@ -247,3 +357,19 @@ def _default_table(name: str, value: Any) -> bool:
     defaults = ConsumerTarget.model_fields[name].get_default(call_default_factory=True)
     dumped = defaults.model_dump(mode="json") if hasattr(defaults, "model_dump") else defaults
     return bool(value == dumped)
+
+
+def place_in_body(body: Any, field: str, value: Any) -> Any:
+    """``body`` with ``value`` at the dotted ``field`` (``"1.test_pause"``: item 1, then its
+    member ``test_pause``), the containers along the way copied; a path the body does not have
+    is a ``ValueError`` naming it."""
+    head, _, rest = field.partition(".")
+    if isinstance(body, list) and head.isdigit() and int(head) < len(body):
+        index = int(head)
+        inner = place_in_body(body[index], rest, value) if rest else value
+        return [*body[:index], inner, *body[index + 1:]]
+    if isinstance(body, dict):
+        inner = place_in_body(body.get(head, {}), rest, value) if rest else value
+        return {**body, head: inner}
+    raise ValueError(f"the body has no place for field {field!r} ({head!r} of "
+                     f"{type(body).__name__})")

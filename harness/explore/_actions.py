@@ -17,6 +17,7 @@ from harness.explore._keys import KeyPlan
 
 __all__ = [
     "Action",
+    "AfterWriteFault",
     "Burst",
     "BurstAgain",
     "Change",
@@ -48,7 +49,7 @@ Spelling = Literal["as-sent", "keys-reversed", "reindented", "escaped"]
 #: route proves nothing about a service, so they are no longer drawn.
 Change = Literal["body", "field", "operation", "query", "path", "method"]
 StepKind = Literal["request", "retry", "reuse", "burst", "keyless", "fault", "heal", "clock",
-                   "crash", "hostile", "wait", "overlap", "handler-error"]
+                   "crash", "hostile", "wait", "overlap", "handler-error", "after-write"]
 
 _BODY_SHOWN = 72
 
@@ -179,6 +180,24 @@ class HandlerFault(_Action):
                 f"tenant={self.tenant!r}, body={short_json(self.body)})")
 
 
+class AfterWriteFault(_Action):
+    """A new operation whose store link is cut (or whose server is killed) right after the
+    store commits its ``write``-th write, as the store proxy that reads the store's protocol
+    sees them: the write is in, and the server never hears so."""
+
+    op: Literal["after-write"] = "after-write"
+    id: str
+    tenant: str
+    key: KeyPlan
+    write: int = Field(ge=1, le=16)
+    fault: Literal["cut", "kill"]
+    body: Any
+
+    def text(self) -> str:
+        return (f"{self.id} = state.{self.fault}_after_write({self.key.name}, write={self.write}, "
+                f"tenant={self.tenant!r}, body={short_json(self.body)})")
+
+
 class Keyless(_Action):
     """A request without an idempotency key."""
 
@@ -284,8 +303,8 @@ class Slow(_Action):
 
 
 Action = Annotated[
-    NewRequest | Retry | Reuse | Burst | BurstAgain | Overlap | HandlerFault | Keyless
-    | HostileBody | FaultOn | FaultOff | Clock | Wait | Crash | Slow,
+    NewRequest | Retry | Reuse | Burst | BurstAgain | Overlap | HandlerFault | AfterWriteFault
+    | Keyless | HostileBody | FaultOn | FaultOff | Clock | Wait | Crash | Slow,
     Field(discriminator="op"),
 ]
 
@@ -294,7 +313,7 @@ _KINDS: dict[str, StepKind] = {"request": "request", "slow": "request", "retry":
                                "keyless": "keyless", "fault": "fault", "heal": "heal",
                                "clock": "clock", "crash": "crash", "bad-body": "hostile",
                                "wait": "wait", "overlap": "overlap",
-                               "handler-error": "handler-error"}
+                               "handler-error": "handler-error", "after-write": "after-write"}
 
 
 def kind_of(action: Action) -> StepKind:

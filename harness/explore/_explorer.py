@@ -186,6 +186,7 @@ def _run_search(config: ExploreConfig, seed: int, deployment: Deployment,
                       trust_moved_clock=config.trust_moved_clock)
     found.session = session
     session.measure_latency()
+    session.measure_writes()
     session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
     _search(machine_for(session), seed, config)
     found.best, found.runs = session.best, session.examples

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -35,7 +35,7 @@ MAX_BURST = 8
 #: How often each operation is drawn, relative to the others.
 WEIGHTS = {"request": 4, "send_again": 4, "time_passes": 3, "slow_request": 2,
            "retry_while_running": 2, "overlap": 2, "burst": 1, "burst_again": 1, "keyless": 1,
-           "toggle_fault": 1, "crash": 1, "bad_body": 1, "handler_error": 1}
+           "toggle_fault": 1, "crash": 1, "bad_body": 1, "handler_error": 1, "after_write": 1}
 
 #: The capability each operation needs from the target, if any.
 NEEDS = {"time_passes": "clock", "crash": "crash", "slow_request": "slow",
@@ -83,6 +83,12 @@ class _Machine(RuleBasedStateMachine):
         """A request and its retry (or its key with another body) timed inside the target's
         measured latency: a retry while the original runs, without a slow hook."""
         self._do(self.plan.overlap(tenant, body, fraction, reuse, fill))
+
+    def after_write(self, tenant: str, write: int, fault: Literal["cut", "kill"],
+                    body: Any) -> None:
+        """A request whose store link is cut, or whose server is killed, right after the
+        store commits one of its writes (the store proxy reads them on the wire)."""
+        self._do(self.plan.after_write(tenant, write, fault, body))
 
     def handler_error(self, tenant: str, fault: str, body: Any) -> None:
         """A request whose handler fails the way one of the declared faults makes it."""
@@ -168,6 +174,13 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
             {"late": st.booleans() if can_retry_late(target) else st.just(False)},
             lambda m: m.plan.running() is not None),
     }
+    writes = draw.writes_per_charge
+    if writes > 0:  # the store proxy saw an ordinary charge commit this many writes
+        faults: list[str] = ["cut", "kill"] if "restart" in target.capabilities() else ["cut"]
+        operations["after_write"] = _Operation(
+            {"tenant": draw.tenants, "write": st.integers(1, writes),
+             "fault": st.sampled_from(faults), "body": draw.bodies},
+            lambda m: not m.plan.faults_on)
     if session_latency_ms > 0:  # a second request timed inside an ordinary one's latency
         operations["overlap"] = _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies,
                                             "fraction": draw.fractions, "reuse": st.booleans(),
@@ -216,7 +229,8 @@ def machine_for(session: Session) -> type[RuleBasedStateMachine]:
     target = drawn_target(session)
     capabilities = target.capabilities()
     namespace: dict[str, Any] = {"session": session, "drawn": target}
-    for name, operation in _operations(Strategies(target), session.latency_ms).items():
+    draw = Strategies(target, writes_per_charge=session.writes_per_charge)
+    for name, operation in _operations(draw, session.latency_ms).items():
         if NEEDS.get(name, "") in capabilities | {""}:
             namespace.update(_copies(name, operation, WEIGHTS[name]))
     return cast(type[RuleBasedStateMachine],

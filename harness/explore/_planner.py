@@ -8,10 +8,10 @@ so one seed always draws the same stories and Hypothesis can replay and shrink t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from harness._nemesis import FAULTS
-from harness._target import REAL_LEASE_LIMIT, Target, keyless_counting
+from harness._target import Target, keyless_counting
 from harness._variations import (
     field_changes,
     fields_to_vary,
@@ -20,6 +20,7 @@ from harness._variations import (
 )
 from harness.explore._actions import (
     Action,
+    AfterWriteFault,
     Burst,
     BurstAgain,
     Change,
@@ -62,12 +63,18 @@ def can_retry_late(target: Target) -> bool:
             or real_time_slow_ms(target) is not None)
 
 
+#: The longest lease a story passes in real time while a slowed request runs: every example
+#: that draws it waits that long, twice (the wait, then the request), so only short leases
+#: (a heartbeat's few seconds) are worth it; in-flight-retry waits a lease of a minute once.
+EXPLORE_REAL_LEASE = 10.0
+
+
 def real_time_slow_ms(target: Target) -> int | None:
     """How long a slowed request must run for a retry to come after its lease in real time,
     or None when a lease is not passed in real time here (it is moved past on the clock, or
-    it is too long to wait for, or there is none)."""
+    it is too long to wait for in every example, or there is none)."""
     lease = target.promises.lease
-    if lease is None or target.lease_runs_out_on_the_clock or lease > REAL_LEASE_LIMIT:
+    if lease is None or target.lease_runs_out_on_the_clock or lease > EXPLORE_REAL_LEASE:
         return None
     return int((lease + PAST_THE_LEASE + 1.0) * 1000)
 
@@ -279,6 +286,12 @@ class Planner:
         other = another_body(body, render(self.target.endpoint, fill)) if reuse else None
         return self._drawn(Overlap(id=op, tenant=tenant, key=plan, body=body, after_ms=after,
                                    second="reuse" if reuse else "retry", other_body=other))
+
+    def after_write(self, tenant: str, write: int, fault: Literal["cut", "kill"],
+                    body: Any) -> list[Action]:
+        op, plan = self._plain(tenant, body)
+        return self._drawn(AfterWriteFault(id=op, tenant=tenant, key=plan, write=write,
+                                           fault=fault, body=body))
 
     def handler_fault(self, tenant: str, fault: str, body: Any) -> list[Action]:
         op, plan = self._plain(tenant, body)

@@ -136,6 +136,8 @@ class Session:
         #: An ordinary request's latency, measured once (``measure_latency``): when a second
         #: request must leave to meet the first still running, on a target with no slow hook.
         self.latency_ms = 0
+        #: The committed writes an ordinary charge makes (``measure_writes``).
+        self.writes_per_charge = 0
         #: Findings seen only with a moved clock and not confirmed, in words for the report.
         self.moved_clock: list[Note] = []
         #: Operations the explorer could not draw for this target, and why.
@@ -174,6 +176,21 @@ class Session:
         finally:
             world.close()
         return self.latency_ms
+
+    def measure_writes(self) -> int:
+        """Count the writes an ordinary charge commits, when the target's store proxy reads
+        its protocol (a history of its own, kept by no example)."""
+        if self.deployment.commit_proxy is None:
+            return 0
+        world = self._world()
+        try:
+            request = world.context.request(world.context.new_key(), label="learn-writes")
+            answer, watch = world.context.send_watched(request)
+            ok = answer.status is not None and 200 <= answer.status < 300
+            self.writes_per_charge = len(watch.writes) if ok else 0
+        finally:
+            world.close()
+        return self.writes_per_charge
 
     def _keep(self, world: World) -> None:
         """Append the example's history to ``kept``, numbered on from the examples before it

@@ -113,8 +113,11 @@ def _clock_steps(target: Target) -> list[tuple[float, str]]:
 class Strategies:
     """The strategies for one target, built once per exploration."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, *, writes_per_charge: int = 0) -> None:
         self.target = target
+        #: The committed writes an ordinary charge makes, as the store proxy saw them (0: it
+        #: sees none, or the target has no proxy that reads its store's protocol).
+        self.writes_per_charge = writes_per_charge
         tenants = ["a", "b"] if target.tenant is not None else ["a"]
         self.tenants = st.sampled_from(tenants)
         self.fills = self._fills()

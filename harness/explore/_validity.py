@@ -14,6 +14,7 @@ from harness._scenario import missing_capability
 from harness._target import Target
 from harness.explore._actions import (
     Action,
+    AfterWriteFault,
     Burst,
     BurstAgain,
     Clock,
@@ -42,6 +43,8 @@ def _needs(action: Action) -> str | None:
         return "slow"
     if isinstance(action, HandlerFault):
         return "handler-error"
+    if isinstance(action, AfterWriteFault):
+        return "store-proxy"
     return None
 
 
@@ -73,7 +76,7 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
             problems.append(f"{where}: target {target.name} declares no handler fault "
                             f"{action.fault!r} ([[hooks.handler_errors]] names)")
         if isinstance(action, NewRequest | Burst | Keyless | Crash | Slow | HostileBody
-                      | Overlap | HandlerFault):
+                      | Overlap | HandlerFault | AfterWriteFault):
             if action.tenant != "a" and "tenants" not in capabilities:
                 problems.append(f"{where} uses a second tenant: "
                                 f"{missing_capability(target, 'tenants')}")

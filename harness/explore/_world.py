@@ -21,6 +21,7 @@ from typing import Any
 from harness._analysis import Identity, View
 from harness._checker import CheckOptions, CheckResult, check_history
 from harness._client import Request, RetryPolicy, is_final
+from harness._commit_proxy import AfterWrite
 from harness._deployment import Deployment
 from harness._errors import ServiceError
 from harness._findings import Finding
@@ -31,6 +32,7 @@ from harness._scenario import ScenarioContext
 from harness._target import ErrorPolicy, keyless_counting
 from harness.explore._actions import (
     Action,
+    AfterWriteFault,
     Burst,
     BurstAgain,
     Clock,
@@ -177,6 +179,16 @@ class World:
                 request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                               label="burst")
                 return self._burst(action.id, request, action.copies), _identity(request)
+            case AfterWriteFault():
+                request = self._new_operation(action.id, action.tenant, action.key, action.body,
+                                              label=f"{action.fault}-after-write-{action.write}")
+                completion, watch = self.context.send_watched(
+                    request, plan=AfterWrite(action.write, action.fault))
+                struck = watch.struck is not None
+                self._crashed = self._crashed or (struck and action.fault == "kill")
+                what = ("" if struck else f"; the fault did not strike: "
+                        f"{len(watch.writes)} write(s)")
+                return self._answer(completion) + what, _identity(request)
             case Keyless():
                 request = Request(key=None, tenant=self.context.tenant(action.tenant),
                                   body=action.body, label="keyless")

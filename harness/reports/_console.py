@@ -23,10 +23,10 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
-from harness.reports._results import requests_sent
+from harness.reports._results import requests_sent, run_account
 from harness.reports._runview import by_key
 
-__all__ = ["ConsoleReport", "summary_table"]
+__all__ = ["ConsoleReport", "account_lines", "summary_table"]
 
 VERDICT_STYLE = {"pass": "green", "fail": "bold red", "unknown": "yellow", "n/a": "dim",
                  "inconclusive": "bold yellow", "incomplete": "bold yellow"}
@@ -58,6 +58,23 @@ def summary_table(result: RunResult) -> Table:
         table.add_row(outcome.name, _verdict(outcome.verdict), str(requests_sent(outcome)), found,
                       f"{outcome.seconds:.1f}s")
     return table
+
+
+def account_lines(account: dict[str, object]) -> list[str]:
+    """A queue account in two lines: what happened to the messages, then to the jobs."""
+    outcomes: dict[str, int] = account["outcomes"]  # type: ignore[assignment]
+    fractions: dict[str, float] = account["fractions"]  # type: ignore[assignment]
+    seen = (f"{account['delivered']} delivered ({account['redelivered']} redelivered) · "
+            f"{account['acked']} acked" if account["delivered"] is not None
+            else "deliveries and acks not reported (no events feed)")
+    first = (f"queue account: {account['keys']} job(s) · {account['published']} published, "
+             f"{account['confirmed']} confirmed · {seen} · {account['dead_lettered']} "
+             f"dead-lettered · {account['effects']} effect(s)")
+    second = "  " + " · ".join(
+        f"{name} {outcomes[name]}" + (f" ({fractions[name]:.0%})" if outcomes[name] else "")
+        for name in ("ok", "lost", "duplicated", "recovered", "unexpected", "unsettled",
+                     "unknown") if outcomes[name] or name in ("lost", "duplicated"))
+    return [first, second]
 
 
 class ConsoleReport:
@@ -167,6 +184,10 @@ class ConsoleReport:
     def _summary(self, result: RunResult) -> None:
         self.console.print()
         self.console.print(summary_table(result))
+        account = run_account(result)
+        if account:
+            for line in account_lines(account):
+                self.console.print(line, soft_wrap=True, highlight=False)
         keys = 0
         for outcome in result.outcomes:
             for group in by_key(outcome.findings):

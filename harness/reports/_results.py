@@ -18,9 +18,10 @@ from harness._findings import Verdict
 from harness._history import Event, History, event_from_json
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._target import Target, saved_target
+from harness.consumer._account import add_accounts
 
 __all__ = ["SCHEMA", "load_run", "render_history", "render_results", "requests_sent",
-           "tool_version", "verdict_counts"]
+           "run_account", "tool_version", "verdict_counts"]
 
 SCHEMA = 1
 VERDICTS: tuple[Verdict, ...] = ("pass", "fail", "unknown", "n/a")
@@ -63,7 +64,13 @@ def _scenario_json(outcome: ScenarioOutcome) -> dict[str, Any]:
         ),
         "findings": [f.to_json() for f in outcome.findings],
         "notes": [n.to_json() for n in outcome.notes],
+        **({"queue_account": check.summary} if check and check.summary else {}),
     }
+
+
+def run_account(result: RunResult) -> dict[str, Any] | None:
+    """A consumer run's queue account: its scenarios' accounts added up (None for HTTP)."""
+    return add_accounts(o.check.summary for o in result.outcomes if o.check is not None)
 
 
 def render_results(result: RunResult) -> str:
@@ -94,6 +101,7 @@ def render_results(result: RunResult) -> str:
             "safety_findings": sum(1 for f in findings if f.klass == "safety"),
         },
         "scenarios": [_scenario_json(o) for o in outcomes],
+        **({"queue_account": account} if (account := run_account(result)) else {}),
         **({"extra": result.extra} if result.extra else {}),
     }
     return json.dumps(data, indent=2, sort_keys=False) + "\n"

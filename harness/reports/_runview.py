@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from harness._analysis import View, describe_identity
 from harness._checker import PROPERTIES
@@ -23,7 +24,7 @@ from harness.consumer._reproduce import consumer_script
 from harness.consumer._target import ConsumerTarget
 from harness.reports._explain import KLASS_MEANING, Explanation, explain, incident_of
 from harness.reports._narrow import narrowed
-from harness.reports._results import requests_sent, verdict_counts
+from harness.reports._results import requests_sent, run_account, verdict_counts
 from harness.reports._sequence import Diagram, Storyboard, sequence_diagram
 
 __all__ = ["CARDS", "DIAGRAMS_PER_KIND", "LISTED", "Cell", "FindingView", "PropertyColumn",
@@ -140,6 +141,9 @@ class RunView:
     notes: tuple[tuple[str, Note], ...]
     prefix: str
     unfinished: tuple[str, ...] = ()
+    #: A queue consumer's account (harness/consumer/_account.py): each scenario's, then the
+    #: run's, as (label, account); empty for an HTTP service.
+    accounts: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     @property
     def each_finding(self) -> list[Finding]:
@@ -266,7 +270,16 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
         notes=tuple((o.name, n) for o in result.outcomes for n in o.notes),
         prefix=prefix,
         unfinished=result.unfinished,
+        accounts=_accounts(result),
     )
+
+
+def _accounts(result: RunResult) -> tuple[tuple[str, dict[str, Any]], ...]:
+    total = run_account(result)
+    if total is None:
+        return ()
+    return (*((o.name, o.check.summary) for o in result.outcomes
+              if o.check is not None and o.check.summary), ("whole run", total))
 
 
 def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,

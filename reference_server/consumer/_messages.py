@@ -61,6 +61,13 @@ class TestPause:
     seconds: float
 
 
+#: ``X-Test-Fault`` values: where the work fails, and whether a redelivery fails again.
+#: ``handler-error`` is the older name of ``before-work:every``.
+FAULTS = {"before-work": ("before-work", False), "after-work": ("after-work", False),
+          "before-work:every": ("before-work", True), "after-work:every": ("after-work", True),
+          "handler-error": ("before-work", True)}
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One delivery as the worker sees it, whatever AMQP client brought it."""
@@ -94,8 +101,9 @@ class Job:
     fields: ChargeFields
     fingerprint: str
     pause: TestPause | None = None
-    fail: bool = False
-    """``X-Test-Fault: handler-error``: the work raises, as a transient failure would."""
+    fail: str | None = None
+    """``X-Test-Fault``: where the work raises (``before-work``, ``after-work``), as a
+    transient failure would."""
 
 
 def _key(value: Any, what: str) -> str:
@@ -123,26 +131,38 @@ def dedup_keys(delivery: Delivery, *, dedup_header: str, key_from_header: bool) 
     return claimed, origin
 
 
-def _test_headers(delivery: Delivery) -> tuple[TestPause | None, bool]:
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+def _test_headers(delivery: Delivery) -> tuple[TestPause | None, str | None]:
+    """The test hooks a delivery carries out.  Each applies to the message's first delivery
+    only (a redelivered copy runs normally), unless its value ends in ``:every``."""
+    first = not delivery.redelivered and delivery.delivery_count == 0
     pause = None
     raw_pause = delivery.header(PAUSE_HEADER)
     if raw_pause is not None:
-        text = raw_pause.decode("latin-1") if isinstance(raw_pause, bytes) else str(raw_pause)
-        point, _, millis = text.strip().partition(":")
+        text = _text(raw_pause).strip()
+        body, every = (text[:-len(":every")], True) if text.endswith(":every") else (text, False)
+        point, _, millis = body.partition(":")
         try:
             pause_point = PausePoint(point)
         except ValueError:
             pause_point = None
         if pause_point is None or not millis.isdigit() or int(millis) > MAX_TEST_PAUSE_MS:
             raise Poison(f"X-Test-Pause must be before-work:MS or before-ack:MS with MS from 0 "
-                         f"to {MAX_TEST_PAUSE_MS}, not {text!r}")
-        pause = TestPause(pause_point, int(millis) / 1000)
+                         f"to {MAX_TEST_PAUSE_MS}, optionally ending in :every, not {text!r}")
+        if first or every:
+            pause = TestPause(pause_point, int(millis) / 1000)
     raw_fault = delivery.header(FAULT_HEADER)
-    if raw_fault is not None and str(
-        raw_fault.decode("latin-1") if isinstance(raw_fault, bytes) else raw_fault
-    ) != "handler-error":
-        raise Poison("X-Test-Fault must be handler-error")
-    return pause, raw_fault is not None
+    fail = None
+    if raw_fault is not None:
+        fault = FAULTS.get(_text(raw_fault).strip())
+        if fault is None:
+            raise Poison(f"X-Test-Fault must be one of {', '.join(FAULTS)}")
+        when, every = fault
+        fail = when if first or every else None
+    return pause, fail
 
 
 def read_job(
@@ -155,7 +175,7 @@ def read_job(
     try:
         canonical = canonical_json(delivery.body)
         fields = parse_charge(json.loads(canonical))
-        pause, fail = _test_headers(delivery) if test_faults else (None, False)
+        pause, fail = _test_headers(delivery) if test_faults else (None, None)
     except (InvalidJson, InvalidCharge) as exc:
         raise Poison(f"not a valid charge: {exc}", origin) from None
     except Poison as exc:

@@ -231,14 +231,16 @@ class Worker:
         await self._pause(job, PausePoint.BEFORE_WORK)
         if self._settings.work_delay:
             await asyncio.sleep(self._settings.work_delay)
-        if job.fail:
-            raise _WorkFailed("X-Test-Fault: handler-error")
+        if job.fail == "before-work":
+            raise _WorkFailed("X-Test-Fault: the work failed before it began")
         return Charge(id=f"ch_{secrets.token_hex(12)}", tenant=TENANT,
                       amount=job.fields.amount, currency=job.fields.currency,
                       customer=job.fields.customer, created_at=await self._clock.now())
 
     async def _committed(self, job: Job, charge: Charge, settle: Settlement) -> None:
         self._events.record("commit", key=job.origin_key, charge=charge.id)
+        if job.fail == "after-work":  # the charge is durable: the retry must find it done
+            raise _WorkFailed("X-Test-Fault: the work failed after it committed")
         await self._pause(job, PausePoint.BEFORE_ACK)
         if self._behaviour.ack != "before-work":
             await self._ack(settle, job.origin_key, "done")

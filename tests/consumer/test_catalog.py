@@ -31,7 +31,7 @@ SHOWN_BY = {
 
 
 def test_every_consumer_scenario_is_in_the_catalog() -> None:
-    assert len(CONSUMER_SCENARIOS) == 7
+    assert len(CONSUMER_SCENARIOS) == 8
     assert {s.name for s in CONSUMER_SCENARIOS} >= set(SHOWN_BY.values())
 
 

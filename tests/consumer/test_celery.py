@@ -55,13 +55,14 @@ def test_a_worker_killed_between_work_and_ack_charges_twice_without_dedup(
     outcome = crash("celery-charges.toml", toxiproxy_server, tmp_path)
     assert outcome.reason is None, outcome.reason
     crashed = [e for e in outcome.events if e.f == "crash"]
-    published = [e for e in outcome.events if e.f == "publish" and e.type == "ok"]
+    published = [e for e in outcome.events if e.f == "publish" and e.type == "invoke"
+                 and e.label == "crash:after-work"]
     assert len(crashed) == 1 and len(published) == 1
     key = published[0].key
     assert outcome.verdict == "fail"
     (p1,) = [f for f in outcome.findings if f.key == key and f.property == "P1"]
     assert "ack was held back and it was killed" in p1.message
-    assert effects_by_key(outcome) == {key: 2}  # the redelivery ran the task again
+    assert effects_by_key(outcome)[key] == 2  # the redelivery ran the task again
 
 
 @pytest.mark.usefixtures("celery_installed", "broker")
@@ -70,9 +71,14 @@ def test_the_same_task_with_a_dedup_table_charges_once(
     outcome = crash("celery-charges-dedup.toml", toxiproxy_server, tmp_path)
     assert outcome.reason is None, outcome.reason
     assert [e.f for e in outcome.events if e.f in ("crash", "restart")] == ["crash", "restart"]
-    (key,) = [e.key for e in outcome.events if e.f == "publish" and e.type == "ok"]
+    (key,) = [e.key for e in outcome.events if e.f == "publish" and e.type == "invoke"
+              and e.label == "crash:after-work"]
     assert (outcome.verdict, outcome.findings) == ("pass", [])
-    assert effects_by_key(outcome) == {key: 1}
+    # Celery's task is too quick for a kill timed from outside to meet it mid-way (no pause
+    # hook): that half is recorded as not played; the jobs that measured it ran once each.
+    assert [e.value["step"] for e in outcome.events if e.f == "not-played"] == [
+        "kill before the work"]
+    assert set(effects_by_key(outcome).values()) == {1} and key in effects_by_key(outcome)
 
 
 @pytest.mark.usefixtures("celery_installed")

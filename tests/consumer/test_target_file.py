@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -55,6 +56,18 @@ def test_defaults_read_as_a_broker_the_harness_starts_and_a_header_key() -> None
     ({"message": {"dedup": "body"}}, "needs {key} in the body"),
     ({"promises": {"dedup_windw": "1h"}}, "did you mean `dedup_window`?"),
     ({"hooks": {"slow": {"header": "X-Slow", "value": "1"}}}, "HTTP request hooks"),
+    ({"message": {"body": {"queue": "{queu}"}}}, "uses {queu}, which the harness does not"),
+    ({"message": {"headers": {"x": "{tenant}"}}}, "[message] may use {key}, {amount}"),
+    ({"message": {"properties": {"priority_": 1}}}, "not AMQP properties"),
+    ({"hooks": {"pause": {"points": {"before-work": "{ms}"}}}}, "give header ="),
+    ({"message": {"body": [[], {"amount": "{amount}"}], "dedup": "message-id"},
+      "hooks": {"pause": {"field": "2.pause", "points": {"before-work": "{ms}"}}}},
+     "the field must name a place in [message] body"),
+    ({"promises": {"on_failure": "republish"}}, "needs retry_delay"),
+    ({"hooks": {"work_failures": [{"name": "a", "header": "X", "value": "1"},
+                                  {"name": "a", "header": "X", "value": "2"}]}},
+     "names must be distinct"),
+    ({"promises": {"dedup_windw": "1h"}}, "docs/consumers.md lists every field"),
 ])
 def test_mistakes_are_named_with_their_fix(changes: dict[str, Any], expected: str) -> None:
     assert expected in problems(**changes)
@@ -76,3 +89,37 @@ def test_each_kind_of_scenario_is_not_applicable_to_the_other_kind_of_target() -
             assert "queue-consumer scenario" in (scenario.not_applicable(http) or "")
             assert scenario.not_applicable(consumer) is None
     assert "lacks a poison message" in (CATALOG["poison-message"].not_applicable(parse()) or "")
+
+
+def test_placeholders_reach_every_part_of_the_message() -> None:
+    from harness.consumer._messages import compose
+
+    target = parse(message={
+        "body": [[], {"key": "{key}", "queue": "{queue}", "amount": "{amount}"}, {}],
+        "headers": {"task": "charge", "origin": "{run}"},
+        "properties": {"correlation_id": "{message_id}", "type": "charge"},
+        "dedup": "body"},
+        hooks={"pause": {"field": "1.test_pause", "points": {"before-work": "before-work:{ms}"}}})
+    from harness.consumer._messages import Hook
+
+    assert target.hooks.pause is not None
+    values = {"key": "k1", "amount": 5, "nonce": "n", "message_id": "m1", "queue": "q-1",
+              "run": "r1", "dead_letter_queue": ""}
+    parts = compose(target, values, poison=False,
+                    hooks=(Hook(target.hooks.pause, "before-work:500"),))
+    assert json.loads(parts.body) == [[], {"key": "k1", "queue": "q-1", "amount": 5,
+                                           "test_pause": "before-work:500"}, {}]
+    assert parts.headers == {"task": "charge", "origin": "r1"}
+    assert parts.properties == {"correlation_id": "m1", "type": "charge"}
+
+
+def test_copies_are_the_same_json_in_other_bytes() -> None:
+    from harness.consumer._messages import ENCODINGS, compose
+
+    target = parse()
+    values = {"key": "k1", "amount": 5, "nonce": "n", "message_id": "m1", "queue": "q",
+              "run": "r", "dead_letter_queue": ""}
+    bodies = [compose(target, values, poison=False, encoding=n).body
+              for n in range(len(ENCODINGS))]
+    assert len(set(bodies)) == len(ENCODINGS)
+    assert all(json.loads(b) == json.loads(bodies[0]) for b in bodies)

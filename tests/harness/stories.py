@@ -88,10 +88,12 @@ class Story:
               keyless: KeylessCounting = "exact",
               operations: tuple[tuple[str, str], ...] = (),
               handler_errors: Mapping[str, ErrorPolicy] | None = None,
-              trust_moved_clock: bool = False) -> CheckResult:
+              trust_moved_clock: bool | None = None) -> CheckResult:
+        """Judge the story as ``run`` would (a jump trusted unless the lease is renewed, as
+        ``CheckOptions.for_target`` decides), or as told."""
+        trust = not promises.lease_renewed if trust_moved_clock is None else trust_moved_clock
         options = CheckOptions(promises, horizon, key or KeySpec(), keyless, operations,
-                               handler_errors=handler_errors or {},
-                               trust_moved_clock=trust_moved_clock)
+                               handler_errors=handler_errors or {}, trust_moved_clock=trust)
         return check_history(self.history.events(), options, properties=list(properties) or None)
 
 

@@ -178,3 +178,14 @@ def test_a_key_refused_on_its_first_request_after_another_tenant_used_it_is_a_le
     story.effects("k1", 1, tenant="a", ids=["ch_1"])
     story.effects("k1", 0, tenant="b", ids=[])
     assert any("not scoped per tenant" in m for m in findings(story, "P8"))
+
+
+def test_nothing_charged_yet_while_a_request_of_the_key_still_runs_is_no_lost_outcome() -> None:
+    """The explorer judges after every step: a placeholder 2xx came, the original still runs
+    and has not charged yet.  That is P5's to say; whether the outcome is lost, only the end
+    can tell."""
+    story = Story()
+    story.invoke("k1")  # still running
+    story.attempt("k1", 200, attempt=2, headers=replayed())
+    story.effects("k1", 0)
+    assert findings(story, "P2") == []

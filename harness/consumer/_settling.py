@@ -1,0 +1,81 @@
+"""When has a queue settled?  Read from what the consumers' events feeds reported, in the
+history, so the drain and its tests see the same rule.
+
+A key has settled when each of its messages reached a final state and nothing is still working
+on it: every first delivery (and every confirmed publish) is matched by a final ack or
+dead-lettering, and no live consumer process holds a delivery of the key that it has not
+settled.  An ack sent while the nemesis held the consumer's acks back (``ack-held``) never
+reached the broker, so it is not final: the message comes back, and the key waits for the
+redelivery's outcome.  A nack with requeue, a lost ack or a process that died holding a
+delivery is not final either.  Deliveries of a process that died count for nothing once the
+process is gone: its messages are back in the queue.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from harness._history import Event
+
+__all__ = ["FINAL", "SETTLES_DELIVERY", "unsettled"]
+
+#: The kinds after which a delivery is settled in the process that reported it.
+SETTLES_DELIVERY = frozenset({"ack", "ack-lost", "nack", "dead-letter"})
+#: The kinds that end a message for good: the broker will not deliver it again.
+FINAL = frozenset({"ack", "dead-letter"})
+
+
+def _held_windows(events: Sequence[Event]) -> dict[str, list[tuple[float, float]]]:
+    """Per consumer process name, the spans during which its acks were held back."""
+    windows: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    opened: dict[str, float] = {}
+    for event in events:
+        if event.value.get("fault") != "ack-held" or event.value.get("where") != "consumer":
+            continue
+        process = f"consumer-{event.value.get('instance', 0)}"
+        if event.f == "fault":
+            opened[process] = event.time
+        elif event.f == "heal" and process in opened:
+            windows[process].append((opened.pop(process), event.time))
+    for process, start in opened.items():
+        windows[process].append((start, float("inf")))
+    return windows
+
+
+def unsettled(events: Sequence[Event], confirmed: Mapping[str, int],
+              live: Iterable[tuple[str, int | None]]) -> dict[str, str]:
+    """The keys of ``confirmed`` (key -> confirmed publishes) that have not settled, each with
+    why; ``live`` names the consumer processes running now, as (process name, pid)."""
+    alive = set(live)
+    alive_names = {name for name, _ in alive}
+    held = _held_windows(events)
+    firsts: Counter[str] = Counter()
+    finals: Counter[str] = Counter()
+    holding: dict[str, Counter[tuple[str, int | None]]] = defaultdict(Counter)
+    for event in events:
+        key = event.key
+        if key is None or key not in confirmed:
+            continue
+        holder = (event.process, event.value.get("pid"))
+        if event.f == "deliver":
+            holding[key][holder] += 1
+            if not event.value.get("redelivered"):
+                firsts[key] += 1
+        elif event.f in SETTLES_DELIVERY:
+            holding[key][holder] -= 1
+            lost = event.f == "ack" and any(start <= event.time <= end
+                                            for start, end in held.get(event.process, ()))
+            if event.f in FINAL and not lost:
+                finals[key] += 1
+    why: dict[str, str] = {}
+    for key, published in confirmed.items():
+        messages = max(published, firsts[key])
+        working = [f"{p} (pid {pid})" for (p, pid), n in holding[key].items()
+                   if n > 0 and ((p, pid) in alive or (pid is None and p in alive_names))]
+        if working:
+            why[key] = f"still held by {', '.join(working)}"
+        elif finals[key] < messages:
+            why[key] = (f"{finals[key]} of its {messages} message(s) acked or dead-lettered "
+                        "for good")
+    return why

@@ -1,0 +1,39 @@
+"""``python -m tests.consumer_corpus.play TARGET REPORT_DIR [--flaw F] [--scenario S]...``: one
+run of the harness against a corpus consumer, started with ``--flaw`` when given, its report
+written to REPORT_DIR.  A process of its own per run, so the corpus's runs go side by side."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness import load_target
+from harness._runner import RunConfig
+from harness.consumer import ConsumerScenario, run_target
+from harness.reports import ReportDirectory
+from scenarios import CATALOG, get_scenario
+
+SEED = 7
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("target")
+    parser.add_argument("report_dir", type=Path)
+    parser.add_argument("--flaw")
+    parser.add_argument("--scenario", action="append", default=[])
+    parser.add_argument("--seed", type=int, default=SEED)
+    args = parser.parse_args()
+    target = load_target(args.target)
+    if args.flaw:
+        target = target.with_start_args(["--flaw", args.flaw])
+    scenarios = ([get_scenario(n) for n in args.scenario] if args.scenario else
+                 [s for s in CATALOG.values() if isinstance(s, ConsumerScenario)])
+    result = run_target(RunConfig(target=target, scenarios=scenarios, seed=args.seed,
+                                  report_dir=args.report_dir),
+                        [ReportDirectory(args.report_dir)])
+    raise SystemExit(result.exit_code)
+
+
+if __name__ == "__main__":
+    main()

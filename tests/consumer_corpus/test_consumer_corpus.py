@@ -1,0 +1,153 @@
+"""The corpus of independent correct queue consumers (issue 25): the harness must find nothing
+wrong with any of them, and must catch each of their named flaws by the property it breaks.
+
+Four consumers on four published clients (kombu, FastStream, amqp-connection-manager,
+amqp091-go), none importing the harness or the reference server, each choosing differently
+(README.md).  A finding on a correct consumer is a bug in the consumer or a check that assumes
+the reference consumer's shape; neither is hidden: the message lists every finding.
+
+Every run is a process of its own (``play.py``) against the session's broker and Toxiproxy,
+four at a time: most of a consumer run is waiting (pauses, heartbeats, quiet intervals), so
+side by side the corpus fits the suite's budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness._rabbitmq import RabbitServer
+from harness._target import load_target
+from harness._toxiproxy import ToxiproxyServer
+from harness.consumer import ConsumerTarget
+from harness.consumer._target import ConsumerPromises
+from tests.consumer_corpus.conftest import CONSUMERS, STAMPS, Flaw, flaws, require
+
+CONSUMER_NAMES = tuple(STAMPS)
+FLAWS = flaws()
+PARALLEL = 4
+ROOT = Path(__file__).parents[2]
+
+
+def _findings(results: dict[str, Any]) -> list[str]:
+    return [f"{s['name']}: {f['property']} {f['message']}"
+            for s in results["scenarios"] for f in s["findings"]]
+
+
+def test_the_corpus_covers_every_choice_and_each_consumer_has_a_flaw() -> None:
+    targets = {n: load_target(CONSUMERS.parent / "targets" / f"{n}.toml")
+               for n in CONSUMER_NAMES}
+    assert len(targets) >= 4 and all(isinstance(t, ConsumerTarget) for t in targets.values())
+    consumer = {n: t for n, t in targets.items() if isinstance(t, ConsumerTarget)}
+    assert {f.consumer for f in FLAWS} == set(CONSUMER_NAMES)
+    assert {f.name for f in FLAWS} >= {"ack-before-work", "dedup-outside-txn", "message-id-only",
+                                       "body-bytes", "claim-kept-on-failure", "short-ttl"}
+    assert {t.message.dedup for t in consumer.values()} >= {"header", "body"}
+    assert any(t.hooks.events is None for t in consumer.values())
+    assert any(t.hooks.events is not None for t in consumer.values())
+    assert any(t.hooks.pause is not None and t.hooks.pause.field for t in consumer.values())
+    assert any(t.clock is not None for t in consumer.values())
+    policies = {(p.on_failure, p.max_attempts) for t in consumer.values()
+                if isinstance(p := t.promises, ConsumerPromises)}
+    assert ("requeue", None) in policies and ("requeue", 3) in policies
+    sources = {n: next(CONSUMERS.joinpath(n).glob("consumer.*"), None)
+               or CONSUMERS / n / "main.go" for n in CONSUMER_NAMES}
+    for name, source in sources.items():
+        imports = re.findall(r"^\s*(?:from|import)\s+(\w+)", source.read_text(encoding="utf-8"),
+                             re.MULTILINE)
+        assert not {"harness", "reference_server", "tests", "scenarios"} & set(imports), name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, rabbitmq_server: RabbitServer,
+         toxiproxy_server: ToxiproxyServer) -> dict[tuple[str, str | None], Path]:
+    """Every correct consumer over the whole consumer catalog, and each flaw over the scenario
+    that shows it: (consumer, flaw or None) -> the run's report directory."""
+    for name in CONSUMER_NAMES:
+        require(name)  # a missing install fails (CI) or skips here
+    env = {**os.environ, "IDEM_AMQP_URL": rabbitmq_server.url,
+           "TOXIPROXY_URL": toxiproxy_server.url}
+    jobs: dict[tuple[str, str | None], tuple[Path, list[str]]] = {}
+    for name in CONSUMER_NAMES:
+        jobs[(name, None)] = (tmp_path_factory.mktemp(f"{name}-correct"), [])
+    for flaw in FLAWS:
+        jobs[(flaw.consumer, flaw.name)] = (tmp_path_factory.mktemp(f"{flaw.consumer}-flaw"),
+                                            ["--flaw", flaw.name, "--scenario", flaw.scenario])
+
+    def play(job: tuple[str, str | None]) -> None:
+        report, extra = jobs[job]
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.consumer_corpus.play",
+             str(CONSUMERS.parent / "targets" / f"{job[0]}.toml"), str(report), *extra],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+        (report / "stderr.txt").write_text(done.stdout + done.stderr)
+
+    # The slowest first, so the pool ends together.
+    order = sorted(jobs, key=lambda j: (j[1] is not None, j[0] != "faststream_redis"))
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(play, order))
+    return {job: report for job, (report, _) in jobs.items()}
+
+
+def _results(report: Path) -> dict[str, Any]:
+    assert (report / "results.json").exists(), (report / "stderr.txt").read_text()
+    results: dict[str, Any] = json.loads((report / "results.json").read_text())
+    return results
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", CONSUMER_NAMES)
+def test_a_correct_consumer_has_no_finding(
+        name: str, runs: dict[tuple[str, str | None], Path]) -> None:
+    results = _results(runs[(name, None)])
+    assert results["complete"]
+    findings = _findings(results)
+    assert not findings, f"false findings on the correct consumer {name}:\n" + "\n".join(findings)
+    judged = [s for s in results["scenarios"] if s["verdict"] != "n/a"]
+    assert len(judged) >= 7, [(s["name"], s["reason"]) for s in results["scenarios"]]
+    assert results["queue_account"]["outcomes"]["lost"] == 0
+    assert results["queue_account"]["outcomes"]["duplicated"] == 0
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("flaw", FLAWS, ids=[f"{f.consumer}-{f.name}" for f in FLAWS])
+def test_each_flaw_is_caught_by_the_property_it_breaks(
+        flaw: Flaw, runs: dict[tuple[str, str | None], Path]) -> None:
+    results = _results(runs[(flaw.consumer, flaw.name)])
+    (scenario,) = results["scenarios"]
+    named = sorted({f["property"] for f in scenario["findings"]})
+    assert scenario["verdict"] == "fail" and set(named) & set(flaw.properties), (
+        f"{flaw.consumer} --flaw {flaw.name}: {flaw.scenario} gave {scenario['verdict']} "
+        f"({scenario.get('reason') or scenario.get('unknown_reasons')}) with findings "
+        f"{named or 'none'}; expected one of {', '.join(flaw.properties)}")
+
+
+@pytest.mark.timeout(300)
+def test_a_clock_the_consumer_does_not_show_moving_makes_clock_scenarios_not_applicable(
+        rabbitmq_server: RabbitServer, toxiproxy_server: ToxiproxyServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """[clock] kind = "faketime" is confirmed on the consumer's check path; a consumer that
+    cannot show the jump there runs without a clock: late-redelivery is n/a, saying why, never
+    a pass on a clock that did not move."""
+    from harness._runner import RunConfig
+    from harness.consumer import run_target
+    from scenarios import get_scenario
+
+    target = load_target(require("kombu_inbox"))
+    assert isinstance(target, ConsumerTarget) and target.clock is not None
+    blind = target.model_copy(update={"clock": target.clock.model_copy(
+        update={"check": "/health"})})  # answers {"ok": true}: no time in it
+    monkeypatch.setenv("IDEM_AMQP_URL", rabbitmq_server.url)
+    result = run_target(RunConfig(target=blind, scenarios=[get_scenario("late-redelivery")],
+                                  report_dir=tmp_path, seed=7, toxiproxy=toxiproxy_server))
+    (outcome,) = result.outcomes
+    assert outcome.verdict == "n/a"
+    assert "cannot tell whether the target's clock moved" in (outcome.reason or "")
