@@ -137,9 +137,11 @@ def _told(event: Event, completion: Event | None, target: Target) -> str:
     if event.f == "clock":
         return f"the target's clock moved {format_duration(float(value.get('seconds', 0)))} on"
     if "after_write" in value:  # the store proxy's, at one of the target's writes
+        kinds = ", ".join(str(k) for k in value.get("kinds", ())) or "a write"
         what = "struck" if event.f in ("fault", "crash") else "released"
-        return (f"{value.get('fault')} {what} at the target's write {value.get('after_write')} "
-                "(the harness's store proxy)")
+        return (f"{value.get('fault')} {what}: the target's write "
+                f"{value.get('write', value.get('after_write'))} ({kinds}) committed, and the "
+                "store's acknowledgement was held from it (the harness's store proxy)")
     if event.f in ("fault", "heal"):
         verb = "on" if event.f == "fault" else "healed"
         return f"fault {value.get('fault')} {verb} (Toxiproxy)"
