@@ -84,8 +84,8 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             expiry = "" if allowed == 1 else f" ({allowed} retention windows)"
             yield Finding(
                 "P1", shown,
-                f"{effects.count} charges for key {shown} where at most {allowed} may exist"
-                f"{expiry}: {_story(attempts, view)}. "
+                f"{effects.count} charges for key {shown}{_every_charge(effects, attempts)} "
+                f"where at most {allowed} may exist{expiry}: {_story(attempts, view)}. "
                 f"{_how_it_ran_twice(view, attempts, options.promises.lease)}",
                 view.evidence(attempts, effects.index),
             )
@@ -94,6 +94,17 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                        f"{effects.count} charges for key {shown}: a retry came after the promised "
                        f"retention ({format_duration(retention or 0)}) and was executed as new, "
                        "which the contract allows")
+
+
+def _every_charge(effects: EffectsSeen, attempts: list[Attempt]) -> str:
+    """`` (ch_1, ch_2; no answer named ch_2)``: every charge the oracle names for the key, and
+    which of them no answer ever named (made by an attempt whose answer was lost)."""
+    if not effects.ids:
+        return ""
+    named = {a.resource for a in attempts if a.resource}
+    unnamed = [charge for charge in effects.ids if charge not in named]
+    silent = f"; no answer named {', '.join(unnamed)}" if unnamed else ""
+    return f" ({', '.join(effects.ids)}{silent})"
 
 
 def _how_it_ran_twice(view: View, attempts: list[Attempt], lease: float | None) -> str:

@@ -13,7 +13,7 @@ import click
 
 from harness._errors import UsageError
 from harness._profiles import get_profile, in_ci
-from harness._target import Target
+from harness._target import Target, saved_target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
 from harness.explore import (
@@ -153,8 +153,10 @@ def replay_command(story_file: Path, target_file: str | None, reference: bool,
     story = load_story(story_file)
     if target_file or reference or store or flaw:
         target = choose_target(target_file, reference, store, flaw)
+    elif story.target_definition is not None:  # refused with every problem, never a traceback
+        target = saved_target(story.target_definition)
     else:
-        target = story.saved_target()
+        target = story.saved_target()  # which says what to give instead
     _refuse_consumer(target)
     report_dir = report_dir or default_report_dir()
     config = ReplayConfig(target=target, report_dir=report_dir, allow_remote=allow_remote,
