@@ -165,7 +165,10 @@ def replay_command(story_file: Path, target_file: str | None, reference: bool,
     click.echo(render_story(done.story, heading=f"Replay of {story_file} against "
                                                 f"{target.name}:"))
     if story.property is not None:
-        verdict = ("reproduced" if done.reproduced
-                   else f"not reproduced (found: {', '.join(done.story.properties) or 'nothing'})")
+        tellings = done.result.extra["replay"]["tellings"]  # type: ignore[index]
+        told = f" (on telling {tellings}: the story races)" if tellings > 1 else ""
+        verdict = (f"reproduced{told}" if done.reproduced
+                   else f"not reproduced in {tellings} telling(s) (found: "
+                        f"{', '.join(done.story.properties) or 'nothing'})")
         click.echo(f"{story.property}: {verdict}")
     sys.exit(done.result.exit_code)
