@@ -952,8 +952,12 @@ def _converged(view: View, incident: _Incident, identity: Identity,
 @prop("P10", "bad input gets a 4xx, causes no effect, and the server keeps serving")
 def bad_input(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     hostile = [a for a in view.attempts if a.label.startswith("hostile")]
+    sent: dict[tuple[Identity, str], list[Attempt]] = defaultdict(list)
     for attempt in hostile:
-        yield from _refused(view, attempt, options)
+        sent[(attempt.identity, attempt.label)].append(attempt)
+    for attempts in sent.values():  # judged by the last answer (one told to try later is sent
+        answered = [a for a in attempts if a.answered] or attempts  # again)
+        yield from _refused(view, answered[-1], options)
     if hostile:
         last_hostile = max(a.invoke.time for a in hostile)
         for control in view.attempts:
@@ -987,6 +991,12 @@ def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Fi
     charged = seen.count if seen is not None and seen.count else 0
     if attempt.invoke.key == "" and options.promises.mode == "lax" and attempt.ok and not charged:
         return  # lax: an empty key read as no key is processed like a request without one
+    try_later = options.promises.says_in_progress(status) or status in (429, 503)
+    if try_later and not charged:  # the target never judged the input
+        yield Note("P10", None,
+                   f"hostile input ({what}) was answered {status} (try later), so whether the "
+                   "target refuses it is unknown", undecided=True)
+        return
     key = attempt.invoke.key
     if (key and options.key.charset == "any" and options.key.accepts(key)
             and any(ord(c) < 0x20 or ord(c) == 0x7F for c in key)
