@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness._interrupts import Interrupted, interrupt_on_signals
@@ -139,7 +140,9 @@ def test_the_command_stopped_by_a_signal_exits_as_the_shell_expects_without_a_tr
         process.send_signal(signum)
         out, err = process.communicate(timeout=60)
     finally:
-        if process.poll() is None:
+        if process.poll() is None:  # it hung: take its target and Toxiproxy down with it
+            for child in psutil.Process(process.pid).children(recursive=True):
+                child.kill()
             process.kill()
     assert process.returncode == 128 + signum, err
     assert "Traceback" not in err + out
