@@ -429,7 +429,8 @@ class World:
     def settle(self) -> None:
         """End the story as careful clients would: heal every fault, let slowed requests
         finish, retry every operation without a final answer until it gets one, and when a
-        dead request still holds a key, let the promised lease run out (the clock hook) first.
+        request that died, failed or lost its store still holds a key, let the promised lease
+        run out (on the clock, or in real time where only real time passes it) and retry.
         """
         for name in list(self._faults_on):
             self._record(FaultOff(fault=name), len(self.steps) + 1, settle=True)
@@ -438,7 +439,8 @@ class World:
         waiting = self._retry_unanswered(list(self._unsettled()))
         promises = self.target.promises
         stuck = [op for op, last in waiting if promises.says_in_progress(last.status)]
-        if not (stuck and (self._crashed or self._handler_failed) and promises.lease is not None):
+        failed = self._crashed or self._handler_failed or self._database_faulted
+        if not (stuck and failed and promises.lease is not None):
             return
         past = promises.lease + PAST_THE_LEASE
         why = "past the lease of the request that died or failed"
