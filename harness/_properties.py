@@ -913,6 +913,10 @@ def _converged(view: View, incident: _Incident, identity: Identity,
                           f"{format_duration(promises.lease)}: it is stuck for good", evidence)
             return
     finals = [a for a in after if _final(a, errors, options)]
+    expired = (retention is not None and view.target_time(view.events[-1])
+               > view.target_time(incident.start) + retention)
+    if after and not finals and expired:
+        return  # the key's window closed before its clients got an answer: a later retry is new
     if after and not finals and all(view.faults_during(a) for a in after):
         yield Note("P9", shown,
                    f"after {incident.what} every retry of key {shown} met a network fault "
@@ -920,12 +924,7 @@ def _converged(view: View, incident: _Incident, identity: Identity,
         return
     if after and not finals:
         last = max(a.start for a in after)
-        expired = (retention is not None and view.target_time(view.events[-1])
-                   > view.target_time(incident.start) + retention)
         if promises.lease is not None and last <= healed_at + promises.lease + LEASE_SLACK:
-            if expired:
-                return  # the key's window closed before its lease could be outwaited
-
             waited = view.lease_not_waited()
             why = f" ({waited})" if waited else ""
             yield Note("P9", shown,

@@ -35,12 +35,13 @@ def test_the_correct_server_holds_everywhere(matrix: Matrix) -> None:
         assert set(verdicts.values()) <= {"pass", "n/a"}, (row.label, verdicts)
 
 
-def test_only_the_database_scenario_needs_postgresql(matrix: Matrix) -> None:
-    """Store outages need a network between server and store: n/a on SQLite, run on PostgreSQL."""
+def test_only_the_database_scenarios_need_postgresql(matrix: Matrix) -> None:
+    """Store outages and faults at a commit need a network between server and store: n/a on
+    SQLite, run on PostgreSQL."""
     sqlite = {s for s in matrix.scenarios if matrix.cells[("correct-sqlite", s)].verdict == "n/a"}
     postgres = {s for s in matrix.scenarios
                 if matrix.cells[("correct-postgresql", s)].verdict == "n/a"}
-    assert sqlite == {"store-outage"}
+    assert sqlite == {"store-outage", "cut-after-commit"}
     assert postgres == set()
 
 

@@ -188,6 +188,7 @@ class World:
                     request, plan=AfterWrite(action.write, action.fault))
                 struck = watch.struck is not None
                 self._crashed = self._crashed or (struck and action.fault == "kill")
+                self._database_faulted = self._database_faulted or struck
                 self._operations[action.id].died = struck
                 what = ("" if struck else f"; the fault did not strike: "
                         f"{len(watch.writes)} write(s)")

@@ -56,7 +56,7 @@ GONE = (0, "not reproduced this time: {scenario} came out pass")
     # the store proxy cuts the link right after a committed write; the correct server makes
     # one write where split-commit makes two, so the strike at the second cannot be played:
     # no verdict, said as such, rather than a pass
-    ("split-commit", "cut-after-commit", ["--postgres"], ["at the target's write",
+    ("split-commit", "cut-after-commit", ["--postgres"], ["the target's write 2",
                                                           "the harness's store proxy"],
      (2, "never struck")),
 ])
