@@ -13,7 +13,7 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["SIGNAL_CHECK_SECONDS", "Interrupted", "StopRequest", "each_as_done",
-           "interrupt_on_signals", "signals_deferred"]
+           "interrupt_on_signals", "raise_if_interrupted", "signals_deferred"]
 
 #: How often a thread waiting for worker threads wakes.  The kernel may hand Ctrl-C to any
 #: thread; Python then only notes it for the main thread, which acts on it when it next runs:
@@ -51,6 +51,9 @@ class StopRequest:
     def stop(self, interrupt: Interrupted) -> None:
         self._signum = interrupt.signum
 
+    def clear(self) -> None:
+        self._signum = None
+
     def check(self) -> None:
         """Raise ``Interrupted`` once ``stop`` has been called."""
         if self._signum is not None:
@@ -78,14 +81,28 @@ def each_as_done(pending: Iterable[Future[Any]],
             stop.check()
 
 
+#: The signal ``_raise`` raised, kept: Python runs a handler wherever the main thread is, and
+#: an exception raised inside a garbage collector's callback (Hypothesis installs one) is
+#: printed as "ignored" and lost, so the work would go on as if no one had asked it to stop.
+_RAISED = StopRequest()
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    _RAISED.stop(Interrupted(signum))
     raise Interrupted(signum)
+
+
+def raise_if_interrupted() -> None:
+    """Raise the ``Interrupted`` a signal raised before, in case it was lost where it landed:
+    long work calls it between its steps (the explorer, as each example and step begins)."""
+    _RAISED.check()
 
 
 def interrupt_on_signals() -> None:
     """Raise ``Interrupted`` in the main thread on SIGINT and SIGTERM."""
     if threading.current_thread() is not threading.main_thread():
         return
+    _RAISED.clear()  # a fresh start: nothing asked this command to stop yet
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise)
 

@@ -162,7 +162,7 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
 
 def _stop_if_enough(session: StorySession[Any, Any], limit: float) -> None:
     """Stop Hypothesis once shrinking no longer pays (see ``_minimise``)."""
-    if enough(session, limit=limit) is not None:
+    if enough(session, limit=limit, fewest=session.fewest_steps) is not None:
         raise EnoughShrinking
 
 

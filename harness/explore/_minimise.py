@@ -66,14 +66,16 @@ def shrink_deadline(session: StorySession[Any, Any], *, limit: float) -> float |
     return session.started + found_after + min(limit, found_after + SHRINK_SLACK)
 
 
-def enough(session: StorySession[Any, Any], *, limit: float) -> str | None:
+def enough(session: StorySession[Any, Any], *, limit: float,
+           fewest: Mapping[str, int] = FEWEST_STEPS) -> str | None:
     """Why Hypothesis's shrinking should stop now (``minimal``, ``stalled``, ``time``), or
     None.  It has ``HYPOTHESIS_SHARE`` of the shrinking time; dropping steps, which goes
-    straight for shorter stories, has the rest."""
+    straight for shorter stories, has the rest.  ``fewest``: the front end's
+    ``StorySession.fewest_steps``."""
     best, deadline = session.best, shrink_deadline(session, limit=limit)
     if best is None or deadline is None or session.first_failure is None:
         return None
-    if at_fewest(best, session.fewest_steps):
+    if at_fewest(best, fewest):
         return "minimal"
     if session.examples - session.improved_at >= STALL_ATTEMPTS:
         return "stalled"

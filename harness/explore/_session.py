@@ -8,7 +8,7 @@ deployment, as ``run`` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -60,21 +60,13 @@ class Session(StorySession[Action, World]):
     step_properties = STEP_PROPERTIES
     fewest_steps = FEWEST_STEPS
 
-    def __init__(self, deployment: Deployment, *, retry_horizon: float,
-                 listener: Callable[[Event], None] | None = None,
-                 progress: Callable[[str, int], None] | None = None,
-                 phase: str = "drawing", trust_moved_clock: bool = False,
-                 confirm: bool = True) -> None:
-        super().__init__(listener=listener, progress=progress, phase=phase,
-                         trust_moved_clock=trust_moved_clock, confirm=confirm)
-        self.deployment = deployment
-        self.target = deployment.target
-        self.retry_horizon = retry_horizon
-        #: An ordinary request's latency, measured once (``measure_latency``): when a second
-        #: request must leave to meet the first still running, on a target with no slow hook.
-        self.latency_ms = 0
-        #: The committed writes an ordinary charge makes (``measure_writes``).
-        self.writes_per_charge = 0
+    deployment: Deployment
+    target: Target
+    #: An ordinary request's latency, measured once (``measure_latency``): when a second
+    #: request must leave to meet the first still running, on a target with no slow hook.
+    latency_ms = 0
+    #: The committed writes an ordinary charge makes (``measure_writes``).
+    writes_per_charge = 0
 
     def _new_world(self) -> World:
         self.deployment.restart_dead_instances()  # a crash may have left one down

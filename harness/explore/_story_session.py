@@ -23,6 +23,7 @@ from harness._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness._errors import HarnessError
 from harness._findings import Finding, Note
 from harness._history import Event, History
+from harness._interrupts import raise_if_interrupted
 from harness._outcomes import Handler, RunEvent
 from harness.explore._failure import Failure
 from harness.explore._real_time import MAX_CONFIRMATIONS, RealTimeStory
@@ -112,10 +113,15 @@ class StorySession(ABC, Generic[A, W]):
     step_properties: tuple[str, ...] = ()
     fewest_steps: Mapping[str, int] = {}
 
-    def __init__(self, *, listener: Callable[[Event], None] | None = None,
+    def __init__(self, deployment: Any, *, retry_horizon: float,
+                 listener: Callable[[Event], None] | None = None,
                  progress: Callable[[str, int], None] | None = None,
                  phase: str = "drawing", trust_moved_clock: bool = False,
                  confirm: bool = True) -> None:
+        #: The one deployment every example shares (a front end's subclass names its type).
+        self.deployment = deployment
+        self.target = deployment.target
+        self.retry_horizon = retry_horizon
         self.listener = listener  # sees every event of every example (progress)
         self.progress = progress
         self.enough: Callable[[StorySession[A, W]], None] | None = None
@@ -164,6 +170,7 @@ class StorySession(ABC, Generic[A, W]):
 
     def begin(self) -> W:
         """A fresh world for the next example (fresh keys, fresh tenants, empty history)."""
+        raise_if_interrupted()
         if self.enough is not None:
             self.enough(self)
         self.examples += 1
@@ -209,6 +216,7 @@ class StorySession(ABC, Generic[A, W]):
         """Perform a drawn action, unless the story already failed (then its values are still
         drawn, so every run of the same example draws the same data however the target
         answered, and Hypothesis can replay it)."""
+        raise_if_interrupted()
         if world.failure is not None:
             return
         try:

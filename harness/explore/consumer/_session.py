@@ -9,9 +9,8 @@ and convergence after a kill or a cut (P9) can only be judged once the queue has
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from harness._history import Event
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._target import ConsumerTarget
 from harness.explore._story_session import StorySession
@@ -37,21 +36,12 @@ class ConsumerSession(StorySession[ConsumerAction, ConsumerWorld]):
     step_properties = STEP_PROPERTIES
     fewest_steps = FEWEST_STEPS
 
-    def __init__(self, deployment: ConsumerDeployment, *, retry_horizon: float,
-                 listener: Callable[[Event], None] | None = None,
-                 progress: Callable[[str, int], None] | None = None,
-                 phase: str = "drawing", trust_moved_clock: bool = False,
-                 confirm: bool = True) -> None:
-        super().__init__(listener=listener, progress=progress, phase=phase,
-                         trust_moved_clock=trust_moved_clock, confirm=confirm)
-        self.deployment = deployment
-        self.target: ConsumerTarget = deployment.target
-        self.retry_horizon = retry_horizon
-        self.consumers = 2 if self.target.shares_state else 1
+    deployment: ConsumerDeployment
+    target: ConsumerTarget
 
     def _new_world(self) -> ConsumerWorld:
         return ConsumerWorld(self.deployment, retry_horizon=self.retry_horizon,
-                             consumers=self.consumers)
+                             consumers=2 if self.target.shares_state else 1)
 
     def problems_with(self, actions: Sequence[ConsumerAction]) -> list[str]:
         return problems_with(actions, self.target)

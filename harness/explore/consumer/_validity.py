@@ -14,6 +14,7 @@ from harness._target import Target
 from harness.consumer._scenario import CONSUMER_CAPABILITY_HINTS
 from harness.consumer._target import ConsumerTarget
 from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._validity import toggled
 from harness.explore.consumer._actions import (
     CONSUMER_FAULT_NAMES,
     ConsumerAction,
@@ -79,10 +80,5 @@ def problems_with(actions: Sequence[ConsumerAction], target: Target) -> list[str
             if action.fault not in CONSUMER_FAULT_NAMES:
                 problems.append(f"{where}: unknown consumer fault {action.fault!r}; a story "
                                 f"switches on {', '.join(CONSUMER_FAULT_NAMES)}")
-            if isinstance(action, FaultOn):
-                faults_on.add(action.fault)
-            elif action.fault not in faults_on:
-                problems.append(f"{where} heals a fault that is not on")
-            else:
-                faults_on.discard(action.fault)
+            problems += toggled(action, faults_on, where)
     return problems
