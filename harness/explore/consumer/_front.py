@@ -78,8 +78,13 @@ class ConsumerFront:
         return {"publishes": sum(1 for e in events if e.f == "publish" and e.type == "invoke")}
 
     def tally(self, summaries: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-        """The queue account of every example, added up."""
-        return add_accounts(summaries)
+        """The queue account of every example, added up, with every example's keys (as a
+        scenario's account has them, so the run's account adds this one up again)."""
+        totals = add_accounts(summaries)
+        if totals is None:
+            return None
+        return {**totals, "per_key": {key: row for summary in summaries
+                                      for key, row in summary.get("per_key", {}).items()}}
 
 
 CONSUMER = ConsumerFront()

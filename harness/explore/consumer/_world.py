@@ -254,6 +254,12 @@ class ConsumerWorld:
             ctx.intend("copies-overlapped", key, ("P1",), copies=copies)
         sent = ctx.publish_copies(key, copies, pause=pause)
         if overlap:
+            # Without a feed the overlap shows as copies taken (at most copies - 2 left ready)
+            # while nothing committed: look once the consumers have taken them, inside the
+            # pause, rather than the instant the broker confirmed them.
+            queue = self.deployment.queue
+            ctx.until(lambda: self.deployment.amqp.queue_state(queue).ready <= copies - 2,
+                      COPIES_PAUSE_MS / 2000 if pause else 0.0)
             ctx.observe(key)
         return self._then(self._confirms(sent), [key])
 
