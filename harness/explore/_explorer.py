@@ -24,6 +24,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import FlakyStrategyDefinition
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -157,6 +158,11 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
         # A broken property, shrunk; or a failure that did not come back when Hypothesis
         # replayed it (a race the target lost once, raised inside a Flaky): the session holds
         # every story as it failed.
+        pass
+    except* FlakyStrategyDefinition:
+        # An example stopped (``EnoughShrinking``) or failed at another step when Hypothesis
+        # drew it again: a real target is no pure function.  The session holds every story
+        # as it went.
         pass
 
 

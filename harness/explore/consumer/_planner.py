@@ -60,7 +60,10 @@ class ConsumerPlanner:
         return not self.faults_on and not self.down
 
     def publish(self, lost: bool) -> list[ConsumerAction]:
+        """A new job; its confirm lost only while the consumers can reach the queue: its
+        message must be seen to arrive before a republish of it (``first-publish-queued``)."""
         op, plan = self._fresh()
+        lost = lost and self.quiet()
         return [Publish(id=op, key=plan, confirm="lost" if lost else "awaited")]
 
     def copies(self, copies: int) -> list[ConsumerAction]:

@@ -118,11 +118,13 @@ class ConsumerWorld:
         match action:
             case Publish():
                 key = self._new_job(action.id, action.key)
-                if action.confirm == "lost":
+                if action.confirm == "lost":  # as republish-after-lost-confirm does
                     ctx.intend("first-publish-queued", key, ("P1",))
                     published = ctx.publish_losing_confirm(key)
-                else:
-                    published = ctx.publish(key)
+                    text = self._then(self._confirms([published]), [key])
+                    ctx.observe(key)  # what shows the message arrived, without a feed
+                    return text, key
+                published = ctx.publish(key)
                 return self._then(self._confirms([published]), [key]), key
             case Copies():
                 key = self._new_job(action.id, action.key)
