@@ -242,12 +242,14 @@ class View:
                     indices.append(heal.index)
         return tuple(sorted(indices))
 
-    def faults_during(self, attempt: Attempt) -> list[str]:
-        """Names of the faults active while ``attempt`` ran."""
+    def faults_during(self, attempt: Attempt, *, where: str | None = None) -> list[str]:
+        """Names of the faults active while ``attempt`` ran (only those on the ``where`` link,
+        ``client`` or ``store``, when given)."""
         end = attempt.completion.time if attempt.completion else float("inf")
         return [
             str(fault.value.get("fault")) for fault, heal in self.fault_windows
             if fault.time <= end and (heal is None or heal.time >= attempt.invoke.time)
+            and (where is None or fault.value.get("where", "client") == where)
         ]
 
     def evidence(self, attempts: Sequence[Attempt], *extra: int) -> tuple[int, ...]:

@@ -3,7 +3,8 @@
     HarnessError                    something stopped the harness from judging the target
      ├── UsageError                 the caller asked for something impossible (bad flag, bad value)
      │    ├── TargetFileError       a target file is missing, malformed or inconsistent
-     │    └── RemoteTargetRefused   a non-loopback address without --allow-remote
+     │    ├── RemoteTargetRefused   a non-loopback address without --allow-remote
+     │    └── ReportNotWritten      the report directory cannot be written (full disk, /proc)
      ├── ServiceUnavailable         Toxiproxy, PostgreSQL or the target cannot be found or started
      └── ServiceError               a service answered, but not the way it must
           └── ToxiproxyError        the Toxiproxy API refused or failed a call
@@ -18,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "HarnessError",
     "RemoteTargetRefused",
+    "ReportNotWritten",
     "ServiceError",
     "ServiceUnavailable",
     "TargetFileError",
@@ -60,6 +62,18 @@ class RemoteTargetRefused(UsageError):
             "  fix: point the target at 127.0.0.1 or ::1, or pass --allow-remote if you own "
             "that host and mean to fault-inject it."
         )
+
+
+class ReportNotWritten(UsageError):
+    """A report file could not be written (the disk is full, the directory is read-only or not
+    a real one): the run stops, since a run whose evidence cannot be kept proves nothing."""
+
+    def __init__(self, directory: str, reason: str) -> None:
+        self.directory = directory
+        super().__init__(
+            f"the report cannot be written to {directory}: {reason}; no report file was left "
+            "half-written.\n  fix: free some space, or give another --report-dir (a directory "
+            "you may write, on a real filesystem)")
 
 
 class ServiceUnavailable(HarnessError):

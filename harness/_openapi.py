@@ -85,6 +85,8 @@ class ApiOperation:
     request_example: Any = None
     #: Status (as written in the document) to the JSON schema of that answer, or None.
     responses: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    #: Status (as written in the document) to the names of the headers that answer declares.
+    response_headers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     tenant: TenantHeader | None = None
     #: Why the operation's credentials cannot be sent per tenant, when they cannot.
     tenant_note: str | None = None
@@ -92,6 +94,17 @@ class ApiOperation:
     @property
     def label(self) -> str:
         return f"{self.method} {self.path}"
+
+    @property
+    def replay_header(self) -> tuple[str, str] | None:
+        """A header a 2xx answer declares whose name says it marks a replay
+        (``Idempotent-Replayed``, ``X-Idempotency-Replayed``...), and that answer's status."""
+        for status in sorted(self.response_headers, key=lambda s: (s != "201", s)):
+            if status.startswith("2"):
+                for name in self.response_headers[status]:
+                    if "replay" in name.lower():
+                        return name, status
+        return None
 
     @property
     def success(self) -> tuple[str, Mapping[str, Any] | None] | None:
@@ -224,6 +237,18 @@ class _References(Mapping[str, Any]):
                        "refer to a file or a loopback http URL")
 
 
+def _unfollowed(exc: BaseException) -> str:
+    """Which reference could not be followed, in a line: the library's own message quotes the
+    whole document it looked in."""
+    reference = getattr(exc, "ref", None)
+    if isinstance(reference, str):
+        shown = f"#{reference}" if reference.startswith("/") else reference
+        return f"{shown} does not exist" if isinstance(
+            exc, referencing.exceptions.PointerToNowhere) else f"{shown} cannot be resolved"
+    text = str(exc)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def _harness_error(exc: BaseException) -> HarnessError | None:
     """A harness error raised while the library followed a reference, however it was wrapped."""
     seen: BaseException | None = exc
@@ -337,6 +362,19 @@ def _responses(operation: SchemaPath) -> dict[str, Mapping[str, Any] | None]:
     return answers
 
 
+def _response_headers(operation: SchemaPath) -> dict[str, tuple[str, ...]]:
+    """The headers each answer declares, by status."""
+    declared: dict[str, tuple[str, ...]] = {}
+    if "responses" not in operation:
+        return declared
+    for status in operation / "responses":
+        with status.open() as response:
+            headers = response.get("headers") if isinstance(response, Mapping) else None
+        if isinstance(headers, Mapping):
+            declared[str(status.name)] = tuple(str(name) for name in headers)
+    return declared
+
+
 def _request(operation: SchemaPath) -> tuple[Mapping[str, Any] | None, Any]:
     """The JSON request body's schema and its example, if the operation has one."""
     if "requestBody" not in operation:
@@ -383,7 +421,8 @@ def _operations(spec: SchemaPath, raw: Mapping[str, Any]) -> Iterator[ApiOperati
                 query_parameters={str(p["name"]): p for p in parameters
                                   if p.get("in") == "query"},
                 request_schema=schema, request_example=example,
-                responses=_responses(operation), tenant=tenant, tenant_note=note,
+                responses=_responses(operation),
+                response_headers=_response_headers(operation), tenant=tenant, tenant_note=note,
             )
 
 
@@ -466,7 +505,7 @@ def read_openapi(source: str, *, allow_remote: bool = False) -> ApiDocument:
         cause = _harness_error(exc)
         if cause is not None:
             raise cause from exc
-        raise _problem(source, f"a $ref cannot be followed: {exc}",
+        raise _problem(source, f"a $ref cannot be followed: {_unfollowed(exc)}",
                        "correct the reference (a file beside the document, or #/components/...)"
                        ) from exc
     about = raw.get("info")

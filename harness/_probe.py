@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,7 @@ from harness._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
 from harness._target import Target
 from harness._toxiproxy import start_toxiproxy
 
-__all__ = ["DRAFT", "Observation", "ProbeReport", "probe_target"]
+__all__ = ["DRAFT", "Observation", "ProbeReport", "declared_in", "probe_target"]
 
 Kind = Literal["confirmed", "learned", "deviation", "bug", "unknown"]
 #: What the IETF draft says, where a probe compares.
@@ -112,7 +112,7 @@ class _Observer:
         yield from self._replay(first, replay, second)
         yield from self._missing_key()
         yield from self._reuse(key, first)
-        yield from self._query(key, body, first)
+        yield from self._query()
         yield from self._validation()
         yield from self._in_progress()
         yield from self._key_rules(probe_keys(session))
@@ -239,13 +239,32 @@ class _Observer:
             yield Observation("promises", "mismatch_status", "unknown",
                               f"a reused key with another body got {_answer(answer)}")
 
-    def _query(self, key: str, body: Any, first: Event) -> Iterator[Observation]:
+    def _query(self) -> Iterator[Observation]:
+        """One factor at a time: a fresh key, its request, the same request with another query
+        string, then the first request again as a control.  A refusal means the query is part
+        of the request only if the control is still replayed: otherwise the key's request was
+        changed by the refusal (a bug), and the query string proved nothing."""
+        session = self.session
+        key, body = session.key(), session.body()
+        first = session.send(key, body, label="probe: a fresh key, for the query string")
+        if not _ok(first):
+            yield Observation("promises", "query_in_fingerprint", "unknown",
+                              f"a fresh key's request got {_answer(first)}")
+            return
         path = self.target.endpoint.path
         path += ("&" if "?" in path else "?") + "idem_probe=1"
-        answer = self.session.send(key, body, path=path, label="probe: another query string")
+        answer = session.send(key, body, path=path, label="probe: another query string")
+        control = session.send(key, body, label="probe: the first request again")
         declared = self.promises.query_in_fingerprint
         mismatch = self.mismatch or self.promises.mismatch_status
         if _refused(answer) and answer.status == mismatch:
+            if not (_ok(control) and self._is_replay_of(control, first)):
+                yield Observation(
+                    "promises", "query_in_fingerprint", "bug",
+                    f"the same key and body with another query string got {answer.status}, "
+                    f"and then the first request itself got {_answer(control)}: the refusal "
+                    "changed what the key holds (P3/P4), so the query string proved nothing")
+                return
             observed, note = True, f"the same key and body with another query string got " \
                                    f"{answer.status}: the query is part of the request"
         elif _ok(answer) and self._is_replay_of(answer, first):
@@ -391,7 +410,25 @@ class _Observer:
         for thread in threads:
             thread.join(timeout=self.target.client.timeout + 30)
         met = next((a for a in answers if a.status is not None and not _ok(a)), None)
-        return (met, 0.0) if met is not None else None
+        if met is not None:
+            return met, 0.0
+        return self._replayed_while_running(answers)
+
+    def _replayed_while_running(self, answers: list[Event]) -> tuple[Event, float] | None:
+        """Every copy got a 2xx: the one that charged first, and a copy sent before it was done
+        that got its replay: it met the original running, and waited for (or was handed) its
+        answer.  How long it took is how long it waited."""
+        invoked = {e.op: e for e in self.session.history.events()
+                   if e.f == "request" and e.type == "invoke"}
+        done = sorted((a for a in answers if _ok(a) and a.op in invoked), key=lambda a: a.time)
+        if len(done) < 2:
+            return None
+        original = done[0]
+        for answer in done[1:]:
+            sent = invoked[answer.op].time
+            if sent < original.time and self._is_replay_of(answer, original):
+                return answer, answer.time - sent
+        return None
 
     # ---- keys ----------------------------------------------------------------------------------
 
@@ -446,10 +483,41 @@ def _effect_bugs(effects: ProbeEffects) -> Iterator[Observation]:
                           f"({prop})")
 
 
-def probe_target(target: Target, *, allow_remote: bool = False,
-                 seed: int | None = None) -> ProbeReport:
+#: Values that promise nothing either way: whatever is seen may be learned over them.
+_NO_PROMISE = {"validation_errors": "either"}
+
+
+def _against_declared(observations: list[Observation], target: Target,
+                      declared: Collection[tuple[str, str]]) -> list[Observation]:
+    """A promise the file makes is the author's word: what contradicts it is reported as a
+    likely bug and never written over it, so ``run`` judges the service against it.  Only an
+    undeclared promise (left to its default, or drafted with a ``FILL IN``) may be learned."""
+    checked = []
+    for observation in observations:
+        field = observation.field
+        if (observation.writes and field is not None
+                and (observation.section, field) in declared):
+            promised = getattr(getattr(target, observation.section), field)
+            if promised != observation.value and _NO_PROMISE.get(field) != promised:
+                observation = Observation(
+                    observation.section, field, "bug",
+                    f"{observation.note}; the file promises {field} = {promised!r}: the service "
+                    "does not keep its own promise, a likely bug; kept, so `run` reports it")
+        checked.append(observation)
+    return checked
+
+
+def declared_in(target: Target) -> frozenset[tuple[str, str]]:
+    """The promises and key rules ``target`` was given explicitly (its file set them)."""
+    return frozenset((section, field) for section in ("promises", "key")
+                     for field in getattr(target, section).model_fields_set)
+
+
+def probe_target(target: Target, *, allow_remote: bool = False, seed: int | None = None,
+                 declared: Collection[tuple[str, str]] | None = None) -> ProbeReport:
     """Start (or reach) the target behind a Toxiproxy proxy, probe it, count what the probe
-    caused, and stop everything it started."""
+    caused, and stop everything it started.  ``declared``: the ``(section, field)`` promises
+    the file makes (default: every one it sets), which a probe never writes over."""
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(
             tempfile.TemporaryDirectory(prefix="probe-", dir=state_dir())))
@@ -458,7 +526,9 @@ def probe_target(target: Target, *, allow_remote: bool = False,
             target, toxiproxy=toxiproxy, workdir=workdir / "target", allow_remote=allow_remote))
         session = ProbeSession(deployment, seed=seed)
         stack.callback(session.close)
-        observations = list(_Observer(session).run())
+        observations = _against_declared(
+            list(_Observer(session).run()), target,
+            declared_in(target) if declared is None else declared)
         effects = session.count_effects()
         observations += _effect_bugs(effects)
         requests = sum(1 for e in session.history.events()

@@ -20,7 +20,7 @@ from harness._errors import TargetFileError
 from harness._probe import Observation
 from harness._target import parse_target
 
-__all__ = ["apply_observations", "diff"]
+__all__ = ["apply_observations", "declared_promises", "diff"]
 
 _MARK = "probe:"
 _LITERAL = ("pattern",)
@@ -111,6 +111,25 @@ def apply_observations(text: str, observations: Iterable[Observation], *, source
 def _note(observation: Observation) -> str:
     prefix = {"bug": "BUG: ", "deviation": "deviation: ", "unknown": "unknown: "}
     return prefix.get(observation.kind, "") + observation.note
+
+
+def declared_promises(text: str) -> frozenset[tuple[str, str]]:
+    """The promises and key rules a target file makes: the fields of its [promises] and [key]
+    tables, except a value not checked yet (``FILL IN`` in its comment, as ``init`` drafts it)
+    and one only an earlier probe wrote (its comment is the probe's note alone)."""
+    doc = tomlkit.parse(text)
+    declared = set()
+    for section in ("promises", "key"):
+        table = doc.get(section)
+        if not isinstance(table, Table):
+            continue
+        for field in table:
+            item = table.item(field)
+            comment = item.trivia.comment if isinstance(item, Item) else ""
+            if "FILL IN" in comment or (_MARK in comment and not _kept_comment(comment)):
+                continue
+            declared.add((section, str(field)))
+    return frozenset(declared)
 
 
 def diff(before: str, after: str, name: str) -> str:

@@ -84,8 +84,8 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             expiry = "" if allowed == 1 else f" ({allowed} retention windows)"
             yield Finding(
                 "P1", shown,
-                f"{effects.count} charges for key {shown} where at most {allowed} may exist"
-                f"{expiry}: {_story(attempts, view)}. "
+                f"{effects.count} charges for key {shown}{_every_charge(effects, attempts)} "
+                f"where at most {allowed} may exist{expiry}: {_story(attempts, view)}. "
                 f"{_how_it_ran_twice(view, attempts, options.promises.lease)}",
                 view.evidence(attempts, effects.index),
             )
@@ -94,6 +94,17 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                        f"{effects.count} charges for key {shown}: a retry came after the promised "
                        f"retention ({format_duration(retention or 0)}) and was executed as new, "
                        "which the contract allows")
+
+
+def _every_charge(effects: EffectsSeen, attempts: list[Attempt]) -> str:
+    """`` (ch_1, ch_2; no answer named ch_2)``: every charge the oracle names for the key, and
+    which of them no answer ever named (made by an attempt whose answer was lost)."""
+    if not effects.ids:
+        return ""
+    named = {a.resource for a in attempts if a.resource}
+    unnamed = [charge for charge in effects.ids if charge not in named]
+    silent = f"; no answer named {', '.join(unnamed)}" if unnamed else ""
+    return f" ({', '.join(effects.ids)}{silent})"
 
 
 def _how_it_ran_twice(view: View, attempts: list[Attempt], lease: float | None) -> str:
@@ -239,7 +250,10 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
         yield from _released_error_replayed(view, shown, attempts, options)
         first = attempts[0]
         marked = promises.marks_replay(first.headers)
+        # A server that lost its store's acknowledgement of its own commit may find the answer
+        # it stored and replay it: something was stored, by this very request.
         if (marked and first.ok and first.invoke.attempt == 1
+                and not view.faults_during(first, where="store")
                 and not any(a is not first and a.invoke.time < first.end_time for a in attempts)):
             yield Finding("P3", shown,
                           f"the first request for key {shown} was answered as a replay "
@@ -938,8 +952,12 @@ def _converged(view: View, incident: _Incident, identity: Identity,
 @prop("P10", "bad input gets a 4xx, causes no effect, and the server keeps serving")
 def bad_input(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
     hostile = [a for a in view.attempts if a.label.startswith("hostile")]
+    sent: dict[tuple[Identity, str], list[Attempt]] = defaultdict(list)
     for attempt in hostile:
-        yield from _refused(view, attempt, options)
+        sent[(attempt.identity, attempt.label)].append(attempt)
+    for attempts in sent.values():  # judged by the last answer (one told to try later is sent
+        answered = [a for a in attempts if a.answered] or attempts  # again)
+        yield from _refused(view, answered[-1], options)
     if hostile:
         last_hostile = max(a.invoke.time for a in hostile)
         for control in view.attempts:
@@ -973,6 +991,12 @@ def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Fi
     charged = seen.count if seen is not None and seen.count else 0
     if attempt.invoke.key == "" and options.promises.mode == "lax" and attempt.ok and not charged:
         return  # lax: an empty key read as no key is processed like a request without one
+    try_later = options.promises.says_in_progress(status) or status in (429, 503)
+    if try_later and not charged:  # the target never judged the input
+        yield Note("P10", None,
+                   f"hostile input ({what}) was answered {status} (try later), so whether the "
+                   "target refuses it is unknown", undecided=True)
+        return
     key = attempt.invoke.key
     if (key and options.key.charset == "any" and options.key.accepts(key)
             and any(ord(c) < 0x20 or ord(c) == 0x7F for c in key)

@@ -5,12 +5,14 @@ explore, demo, the benches) starts the reference server through this one functio
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from harness._errors import UsageError
-from harness._target import StoreProxy, Target, load_target
+from harness._target import BUILTIN_TARGETS, StoreProxy, Target, load_target
 
-__all__ = ["check_flags", "reference_name", "reference_target"]
+__all__ = ["check_flags", "reference_name", "reference_options", "reference_target"]
 
 
 def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
@@ -44,6 +46,23 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
     target = target.model_copy(update={"name": reference_name(store=store, flaw=flaw)})
     target = target.with_enable_hints(_ENABLE_HINTS)
     return target.with_start_args(args) if args else target
+
+
+def reference_options(target: Target) -> dict[str, Any] | None:
+    """How ``reference_target`` made ``target``: its flaw and its kind of store (``sqlite`` or
+    ``postgresql``), so a reproduction can start the server again the same way on a fresh store
+    of that kind; None for any other target."""
+    start = target.start
+    builtin = (BUILTIN_TARGETS / "reference.toml").resolve()
+    if start is None or not target.source or Path(target.source).resolve() != builtin:
+        return None
+    flaw, store = None, ""
+    for flag, value in zip(start.command, start.command[1:], strict=False):
+        if flag == "--flaw":
+            flaw = value
+        elif flag == "--store":
+            store = value
+    return {"flaw": flaw, "store": "postgresql" if store.startswith("postgres") else "sqlite"}
 
 
 #: The flags that give the reference server what its target file cannot.

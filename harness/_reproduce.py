@@ -1,41 +1,28 @@
-"""Reproductions that work after the run: the requests behind a finding, as a person replays them.
+"""Reproduction scripts: a finding's story as a person reads it, and replays it after the run.
 
-A run's target listens on a port that is gone when the run ends, so a finding's reproduction is
-a script in the report directory, not one ``curl`` line: it starts the target again as the run
-did (or takes the URL of a fresh instance), sends every request of the finding's key in the
-order the run sent them, each with every header the harness sent (fault headers included),
-requests that overlapped in the run at once, kills and restarts the target and moves its clock
-where the run did, and prints the effect count at the end.  Faults of the network (a response
-cut by Toxiproxy) cannot be played by ``curl``; they are comments where they happened, which is
-enough for the server: it saw the same requests.
+A script in the report directory (``reproduce/<scenario>-<n>.sh``) carries the reproduction of
+one key's findings (``harness/_reproduction.py``): it plays the story again through the harness
+against a fresh instance of the target, started as the run started it (or the instance at the
+URL it is given), and exits 1 when a property of the findings broke again, 0 when none did this
+time, and 2 when the story could not be played or judged.  Its comments tell the story step by
+step, with the ``curl`` commands that send the same requests by hand.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness._analysis import describe_identity
-from harness._findings import Finding
-from harness._history import NEMESIS, Event
-from harness._target import HttpEffects, RecorderEffects, Target, render_template
+from harness._durations import format_duration
+from harness._history import Event
+from harness._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
+from harness._target import Target, render_template
 
 __all__ = ["comment_lines", "curl_for", "script_for", "script_path"]
-
-#: Stand-ins rendered into the start command, then turned into shell variables.
-_SHELL_VALUES = {"port": "@@PORT@@", "workdir": "@@WORKDIR@@", "instance": "0",
-                 "python": sys.executable}
-_SHELL_NAMES = {"@@PORT@@": "$PORT", "@@WORKDIR@@": "$WORKDIR", "@@BASE@@": "$BASE"}
-_STAND_IN = re.compile("(" + "|".join(_SHELL_NAMES) + ")")
-#: Each request's own time limit in the script (curl's, per transfer).
-_MAX_TIME = "--max-time 30"
-
 
 def curl_for(invoke: Event, target: Target, base_url: str) -> str:
     """``curl`` for one recorded invocation, headers and body exactly as the harness sent them."""
@@ -43,216 +30,161 @@ def curl_for(invoke: Event, target: Target, base_url: str) -> str:
 
 
 def script_path(scenario: str, number: int) -> str:
-    """Where, inside the report directory, the script of a scenario's ``number``-th finding is."""
+    """Where, inside the report directory, the script of a scenario's ``number``-th key with
+    findings is."""
     return f"reproduce/{scenario}-{number}.sh"
 
 
-def script_for(finding: Finding, events: Sequence[Event], target: Target, *, scenario: str,
-               seed: int, base_url: str) -> str:
-    """A bash script that plays the finding's story against a fresh instance of the target."""
-    story = _story_events(finding, events)
+def script_for(reproduction: Reproduction, target: Target, *, klass: str) -> str:
+    """The bash script that replays ``reproduction`` (of findings of class ``klass``) through
+    the harness; its comments tell what the run did."""
+    python = shlex.quote(sys.executable)
+    properties = ", ".join(reproduction.properties)
     lines = [
         "#!/usr/bin/env bash",
-        f"# idem-harness: reproduce {finding.property} ({finding.klass}) of scenario {scenario}, "
-        f"seed {seed}, target {target.name}.",
-        *comment_lines(finding.message),
+        f"# idem-harness: reproduce {properties} ({klass}) of scenario {reproduction.scenario}, "
+        f"seed {reproduction.seed}, target {target.name}.",
+        *(line for message in reproduction.messages for line in comment_lines(message)),
+        "#",
+        *_story_lines(reproduction, target),
         "#",
         "# Usage: bash THIS_SCRIPT [BASE_URL]",
-        "#   BASE_URL: a fresh instance of the target, with nothing stored yet. Without it the",
-        "#   script starts the target as the run did, on a free port, and stops it at the end.",
+        *comment_lines(
+            f"Plays the story again through the harness (its client, Toxiproxy's faults, kills, "
+            f"restarts and clock moves, at the moments the run made them) against "
+            f"{_started_as(reproduction)}, judges it, and says whether {properties} broke again: "
+            f"exit {REPRODUCED} if one did, {NOT_REPRODUCED} if none did this time (a race the "
+            f"run lost can go the other way: run it again before calling the flaw fixed), "
+            f"{NO_REPLAY} if the story could not be played or judged. BASE_URL: a fresh "
+            "instance you started yourself, with nothing stored yet (a story that kills, "
+            "restarts or cuts the target's database then cannot be played). The replay's "
+            "report is removed at the end unless IDEM_REPLAY_REPORT names a directory to keep "
+            "it in."),
+        *_by_hand(reproduction, target),
         "set -euo pipefail",
         "",
-        *_starting(target, base_url),
-        "",
-        f'send() {{ printf "\\n>>> %s\\n" "$*" >&2; curl -sS -i {_MAX_TIME} "$@" || true; echo; }}',
-        "# Requests that overlapped in the run go out from one curl, in parallel: separate curl",
-        "# processes would start milliseconds apart, long enough to lose a race the run won.",
-        'send_at_once() { printf "\\n>>> at once: %s\\n" "$*" >&2',
-        '                 curl -sS --parallel --parallel-immediate "$@" || true; echo; }',
-        "",
-        *_playing(story, target),
-        "",
-        *_counting(finding, story, target),
+        'WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/idem-reproduce-XXXXXX")',
+        "trap 'rm -rf \"$WORKDIR\"' EXIT",
+        "trap 'exit 130' INT TERM  # through the EXIT trap: nothing is left behind",
+        "cat >\"$WORKDIR/reproduction.json\" <<'IDEM_REPRODUCTION'",
+        reproduction.to_json().rstrip("\n"),
+        "IDEM_REPRODUCTION",
+        "status=0",
+        f"{python} -m harness.cli reproduce \"$WORKDIR/reproduction.json\" "
+        '${IDEM_REPLAY_REPORT:+--report-dir "$IDEM_REPLAY_REPORT"} ${1:+--url "$1"} '
+        "|| status=$?",
+        'exit "$status"',
     ]
     return "\n".join(lines) + "\n"
 
 
-def _story_events(finding: Finding, events: Sequence[Event]) -> list[Event]:
-    """The finding's requests (every request of its key, or the ones it cites when it has no
-    key) and what the nemesis did to the process or the clock from the first to the last."""
-    cited = set(finding.events)
-    by_op: dict[int, list[Event]] = {}
+def _started_as(reproduction: Reproduction) -> str:
+    reference = reproduction.reference
+    if reference is not None:
+        flaw = reference.get("flaw")
+        store = ("a fresh PostgreSQL database (IDEM_PG_DSN, or a throwaway server the harness "
+                 "starts, as --postgres did)" if reference.get("store") == "postgresql"
+                 else "a fresh SQLite store")
+        return (f"the reference server{f' with --flaw {flaw}' if flaw else ''} on {store}, "
+                "started as --reference starts it")
+    target = reproduction.target
+    if target.get("start") is not None:
+        return "a fresh instance of the target, started as its file (carried below) says"
+    return f"the running target at {target.get('url')} (it should hold nothing stored yet)"
+
+
+def _story_lines(reproduction: Reproduction, target: Target) -> list[str]:
+    if reproduction.plays_scenario:
+        return comment_lines(f"The finding is about the whole scenario: the script plays "
+                             f"{reproduction.scenario} again from the catalog, with the run's "
+                             f"seed {reproduction.seed}.")
+    events = reproduction.events
+    completions = {e.op: e for e in events if e.f == "request" and e.type != "invoke"}
+    origin = events[0].time
+    lines = ["# In the run (the replay does each step again at the same moment):"]
     for event in events:
-        if event.f == "request":
-            by_op.setdefault(event.op, []).append(event)
-    wanted = {op for op, pair in by_op.items()
-              if any(_of_key(e, finding.key) or e.index in cited for e in pair)}
-    requests = [e for e in events if e.f == "request" and e.op in wanted]
-    if not requests:
-        return []
-    first, last = requests[0].time, max(e.time for e in requests)
-    nemesis = [e for e in events if e.process == NEMESIS and first <= e.time <= last
-               and e.f in ("crash", "restart", "clock", "fault", "heal", "exit")]
-    return sorted(requests + nemesis, key=lambda e: e.index)
-
-
-def _of_key(event: Event, key: str | None) -> bool:
-    """A finding names its key with its tenant (``tenant/key``) when the target has tenants."""
-    return key is not None and key in (event.key, describe_identity(event.identity))
-
-
-def _starting(target: Target, base_url: str) -> list[str]:
-    start = target.start
-    why_not = _cannot_start(target)
-    if why_not:
-        return [f"# {why_not}", f'BASE="${{1:-{base_url}}}"',
-                f'echo "playing against $BASE ({why_not.rstrip(".")})" >&2',
-                "start_target() { :; }", "kill_target() { echo 'kill the target now' >&2; }"]
-    assert start is not None
-    command = " ".join(_shell_word(render_template(part, _SHELL_VALUES)) for part in start.command)
-    env = " ".join(f"{name}={_shell_word(render_template(value, _SHELL_VALUES))}"
-                   for name, value in start.env.items())
-    cwd = start.cwd if start.cwd is None or not target.source else _absolute_cwd(target)
-    ready = f"$BASE{start.ready_path}" if start.ready == "http" else None
-    wait_ready = (f'curl -fs -o /dev/null "{ready}"' if ready
-                  else 'bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null')
-    return [
-        "TARGET_PID=",
-        "start_target() {",
-        f"  ( {f'cd {shlex.quote(cwd)} && ' if cwd else ''}exec setsid env {env} {command} )"
-        ' >>"$WORKDIR/target.log" 2>&1 &',
-        "  TARGET_PID=$!",
-        f"  for _ in $(seq 300); do {wait_ready} && return 0; sleep 0.1; done",
-        '  echo "the target did not start; its log: $WORKDIR/target.log" >&2; exit 1',
-        "}",
-        "kill_target() {",
-        '  [[ -n "$TARGET_PID" ]] && { kill -KILL -- "-$TARGET_PID" 2>/dev/null || true; '
-        'wait "$TARGET_PID" 2>/dev/null || true; }',
-        "}",
-        'if [[ $# -ge 1 ]]; then',
-        '  BASE="$1"; start_target() { :; }',
-        "  kill_target() { echo 'kill and restart the target now, then press enter' >&2; "
-        "read -r; }",
-        "else",
-        "  PORT=$(" + shlex.quote(sys.executable) + " -c 'import socket; s = socket.socket(); "
-        's.bind(("127.0.0.1", 0)); print(s.getsockname()[1])\')',
-        '  WORKDIR=$(mktemp -d); BASE="http://127.0.0.1:$PORT"',
-        '  trap \'kill_target; rm -rf "$WORKDIR"\' EXIT',
-        "  trap 'exit 130' INT TERM  # through the EXIT trap: the target never outlives it",
-        "  start_target",
-        "fi",
-    ]
-
-
-def _cannot_start(target: Target) -> str | None:
-    if target.start is None:
-        return "The target runs elsewhere: give BASE_URL, or run it on a fresh store first."
-    if target.store_proxy is not None:
-        return ("The run's database is not kept: give BASE_URL of an instance on an empty "
-                "database.")
-    if isinstance(target.effects, RecorderEffects):
-        return ("The target reports its effects to the harness's recorder: give BASE_URL of an "
-                "instance started by hand.")
-    return None
-
-
-def _absolute_cwd(target: Target) -> str:
-    assert target.start is not None and target.start.cwd is not None
-    cwd = Path(target.start.cwd)
-    return str(cwd if cwd.is_absolute() else Path(target.source).absolute().parent / cwd)
-
-
-def _playing(story: Sequence[Event], target: Target) -> list[str]:
-    lines: list[str] = []
-    for group in _groups(story):
-        first = group[0]
-        if first.f != "request":
-            lines += _nemesis_lines(first, target)
+        if event.f == "request" and event.type != "invoke":
             continue
-        requests = [e for e in group if e.type == "invoke"]
-        commands = [_command(_curl_words(e, target, "@@BASE@@")[1:]) for e in requests]
-        if len(commands) == 1:
-            lines.append(f"send {commands[0]}")
-        else:
-            lines.append(f"# {len(commands)} requests that overlapped in the run, sent at once:")
-            lines.append("send_at_once " + " --next ".join(f"{_MAX_TIME} {c}" for c in commands))
+        told = _visible(_told(event, completions.get(event.op), target))
+        lines.append(f"#   +{event.time - origin:7.3f}s  {told}")
     return lines
 
 
-def _groups(story: Sequence[Event]) -> Iterator[list[Event]]:
-    """Nemesis events alone; requests grouped with every request that overlapped them."""
-    ends = {e.op: e.time for e in story if e.f == "request" and e.type != "invoke"}
-    group: list[Event] = []
-    open_until = -1.0
-    for event in story:
-        if event.f != "request":
-            if group:
-                yield group
-                group, open_until = [], -1.0
-            yield [event]
-            continue
-        if event.type != "invoke":
-            continue
-        if group and event.time > open_until:
-            yield group
-            group = []
-        group.append(event)
-        open_until = max(open_until, ends.get(event.op, float("inf")))
-    if group:
-        yield group
-
-
-def _nemesis_lines(event: Event, target: Target) -> list[str]:
+def _told(event: Event, completion: Event | None, target: Target) -> str:
+    """One step of the story in words."""
     value: Mapping[str, Any] = event.value or {}
-    if event.f == "crash":
-        return [f"# the target crashed here ({value.get('how', 'killed')})", "kill_target"]
+    if event.f == "request":
+        sent = [f"{event.method} {event.path}", f"{target.key.header}: {event.key_header}"
+                if event.key_header is not None else "no key"]
+        if event.tenant is not None:
+            sent.append(f"tenant {event.tenant}")
+        sent += [f"{name}: {v}" for name, v in (event.headers or {}).items()]
+        if completion is None:
+            return " · ".join(sent) + " -> no answer recorded"
+        took = format_duration(max(completion.time - event.time, 0.0))
+        if completion.status is None:
+            answer = f"no answer ({completion.error}) after {took}"
+        else:
+            named = f" {completion.resource}" if completion.resource else ""
+            answer = f"{completion.status}{named} after {took}"
+        return " · ".join(sent) + f" -> {answer}"
+    if event.f == "crash" and "after_write" not in value:
+        how = str(value.get("how", "SIGKILL"))
+        return ("the target was killed (SIGKILL)" if how == "SIGKILL"
+                else f"the target crashed by itself ({how.replace('hook:', 'its crash hook, ')})")
     if event.f == "restart":
-        return ["# started again on the same port", "start_target"]
-    if event.f == "exit":
-        return [f"# the target exited by itself here (code {value.get('code')})"]
+        return "the target was started again"
     if event.f == "clock":
-        seconds = value.get("seconds", 0)
-        hook = target.hooks.clock
-        if hook is None:
-            return [f"# the target's clock was moved {seconds} s forward here"]
-        path = render_template(hook.path, {"seconds": seconds})
-        words = ["curl", "-sS", "-X", hook.method, f"@@BASE@@{path}"]
-        if hook.body:
-            words += ["-H", "Content-Type: application/json", "--data-raw",
-                      json.dumps(render_template(hook.body, {"seconds": seconds}))]
-        line = _command(words)
-        return [f"# the target's clock moved {seconds} s forward here", line, "echo"]
-    if event.f == "store-write":
+        return f"the target's clock moved {format_duration(float(value.get('seconds', 0)))} on"
+    if "after_write" in value:  # the store proxy's, at one of the target's writes
         kinds = ", ".join(str(k) for k in value.get("kinds", ())) or "a write"
-        return [f"# the target's write {value.get('write')} ({kinds}) committed here"]
-    if "after_write" in value:  # a fault at a write: the store proxy's, not Toxiproxy's
-        if event.f != "fault":
-            return []
-        kinds = ", ".join(str(k) for k in value.get("kinds", ())) or "a write"
-        return [f"# {value.get('fault')}: the target's write {value.get('write')} ({kinds}) "
-                "committed, and the store's acknowledgement was dropped and the link cut (the "
-                "harness's store proxy; curl cannot play it, the server saw the same requests)"]
-    what = value.get("fault") or value.get("name") or value.get("type") or "a network fault"
-    verb = "on" if event.f == "fault" else "healed"
-    return [f"# network fault {what} {verb} here (Toxiproxy; curl cannot play it, the server "
-            "saw the same requests)"]
+        what = "struck" if event.f in ("fault", "crash") else "released"
+        return (f"{value.get('fault')} {what}: the target's write "
+                f"{value.get('write', value.get('after_write'))} ({kinds}) committed, and the "
+                "store's acknowledgement was held from it (the harness's store proxy)")
+    if event.f in ("fault", "heal"):
+        verb = "on" if event.f == "fault" else "healed"
+        return f"fault {value.get('fault')} {verb} (Toxiproxy)"
+    if event.f == "effects":
+        return f"the ledger: {value.get('count', '?')} charge(s) for the key"
+    if event.f == "store-size":
+        return f"the key table: {value.get('rows', '?')} row(s)"
+    return event.f
 
 
-def _counting(finding: Finding, story: Sequence[Event], target: Target) -> list[str]:
-    effects = target.effects
-    if finding.key is None or not isinstance(effects, HttpEffects):
-        return ["# count the side effects of this key in the target's store to see the finding"]
-    request = next((e for e in story if e.f == "request" and _of_key(e, finding.key)), None)
-    if request is None or request.key is None:
-        return ["# count the side effects of this key in the target's store to see the finding"]
-    values = {"key": request.key, "tenant": request.tenant or ""}
-    query = {name: str(render_template(v, values)) for name, v in effects.query.items()}
-    url = str(render_template(effects.url, {"port": "@@PORT@@", "workdir": "@@WORKDIR@@"}))
-    absolute = url if "://" in url else f"@@BASE@@{url}"
-    words = ["curl", "-sS", "-G", absolute, *(w for n, v in query.items()
-                                              for w in ("--data-urlencode", f"{n}={v}"))]
-    line = _command(words)
-    return ['printf "\\n>>> the side effects of this key:\\n" >&2', line, "echo"]
+def _by_hand(reproduction: Reproduction, target: Target) -> list[str]:
+    """The story's requests and clock moves as ``curl`` commands, for a person at a terminal;
+    faults, kills and restarts are the harness's to play, so they are only named."""
+    if reproduction.plays_scenario:
+        return []
+    events = reproduction.events
+    ends = {e.op: e.time for e in events if e.f == "request" and e.type != "invoke"}
+    steps = [e for e in events if e.f != "request" or e.type == "invoke"]
+    lines = ["#", "# The same requests by hand, against a fresh instance at $BASE ('&': the run "
+                  "went on while it ran):"]
+    for position, event in enumerate(steps):
+        if event.f == "request":
+            following = steps[position + 1].time if position + 1 < len(steps) else float("inf")
+            background = ends.get(event.op, float("inf")) > following
+            command = _command(_curl_words(event, target, "$BASE"))
+            lines.append(f"#   {command}{' &' if background else ''}")
+        elif event.f == "clock" and target.hooks.clock is not None:
+            lines.append(f"#   {_clock_call(event, target)}")
+        elif event.f in ("crash", "restart", "fault", "heal"):
+            lines.append(f"#   # {_visible(_told(event, None, target))}")
+    return lines
+
+
+def _clock_call(event: Event, target: Target) -> str:
+    hook = target.hooks.clock
+    assert hook is not None
+    seconds = event.value.get("seconds", 0)
+    path = render_template(hook.path, {"seconds": seconds})
+    words = ["curl", "-sS", "-X", hook.method, f"$BASE{path}"]
+    if hook.body:
+        words += ["-H", "Content-Type: application/json", "--data-raw",
+                  json.dumps(render_template(hook.body, {"seconds": seconds}))]
+    return _command(words)
 
 
 def _curl_words(invoke: Event, target: Target, base: str) -> list[str]:
@@ -271,18 +203,44 @@ def _curl_words(invoke: Event, target: Target, base: str) -> list[str]:
     return [*words, "--data-raw", invoke.body or ""]
 
 
-def _shell_word(value: object) -> str:
-    """``value`` quoted for bash, its stand-ins (``@@PORT@@``...) turned into ``"$PORT"``."""
-    pieces = _STAND_IN.split(str(value))
-    words = [f'"{_SHELL_NAMES[piece]}"' if piece in _SHELL_NAMES else shlex.quote(piece)
-             for piece in pieces if piece]
-    return "".join(words) or "''"
-
-
 def _command(words: Sequence[str]) -> str:
-    return " ".join(_shell_word(word) for word in words)
+    """``words`` quoted for bash, a leading ``$BASE`` left to expand."""
+    return " ".join(_word(word) for word in words)
+
+
+def _word(word: str) -> str:
+    if word.startswith("$BASE"):
+        rest = word.removeprefix("$BASE")
+        return '"$BASE"' + (_quoted(rest) if rest else "")
+    return _quoted(word)
+
+
+def _quoted(word: str) -> str:
+    """``word`` for bash on one line: as ``shlex`` quotes it, or, when it holds a line break or
+    another control character (a body sent with newlines, a hostile key), as ``$'...'``."""
+    if all(character.isprintable() for character in word):
+        return shlex.quote(word)
+    return "$'" + "".join(_escape(character) for character in word) + "'"
+
+
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape(character: str) -> str:
+    if character in _ESCAPES:
+        return _ESCAPES[character]
+    if character.isprintable():
+        return character
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _visible(text: str) -> str:
+    """``text`` with its control characters spelled out, fit for a comment line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def comment_lines(text: str, width: int = 96) -> list[str]:
     """``text`` as bash comment lines of at most ``width`` characters of text each."""
-    return [f"# {line}" for line in textwrap.wrap(" ".join(text.split()), width) or [""]]
+    wrapped = textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+    return [f"# {line}" for line in wrapped or [""]]

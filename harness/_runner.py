@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness._checker import CheckOptions, CheckResult, PropertyResult, check_history
 from harness._deployment import Deployment
-from harness._errors import HarnessError
+from harness._errors import HarnessError, ReportNotWritten
 from harness._findings import Finding, merge_verdicts
 from harness._history import Event, History
 from harness._interrupts import Interrupted, StopRequest
@@ -136,6 +136,9 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
         final = result(outcomes, complete=False, stopped_by=stop.signal_name)
         emit(RunFinished(final))
         return final
+    except ReportNotWritten:  # a full disk: what the run made there goes too
+        _forget(workdir, keep_parent=report_dir_existed)
+        raise
     except HarnessError:
         if not began:  # refused at start: leave nothing behind, as a refused target file does
             _forget(workdir, keep_parent=report_dir_existed)
@@ -156,7 +159,11 @@ def _own_instances(config: RunConfig, toxiproxy: ToxiproxyServer,
                         allow_remote=config.allow_remote)
 
 
-def _identity(finding: Finding) -> tuple[object, ...]:
+def _script_of(finding: Finding) -> tuple[object, ...]:
+    """Which reproduction a finding shares: one per key (its findings have one story), one
+    each for findings without a key."""
+    if finding.key is not None:
+        return ("key", finding.key)
     return (finding.property, finding.key, finding.message, finding.events)
 
 
@@ -211,8 +218,8 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
           scripts: tuple[Path, str] | None = None) -> CheckResult:
     """Check one history (against ``properties``, default all) and attach a reproduction to
     each finding: with ``scripts`` (the report directory and the scenario), the command that
-    runs the finding's script there (the report writes it); else the ``curl`` line of its last
-    request, which only works while the target still runs."""
+    runs the script of the finding's key there (the report writes it); else the ``curl`` line
+    of its last request, which only works while the target still runs."""
     check = check_history(events, CheckOptions.for_target(target, retry_horizon),
                           properties=properties)
     by_index = {e.index: e for e in events}
@@ -221,7 +228,7 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
     def with_line(finding: Finding) -> Finding:
         if scripts is not None:
             directory, scenario = scripts
-            number = numbers.setdefault(_identity(finding), len(numbers) + 1)
+            number = numbers.setdefault(_script_of(finding), len(numbers) + 1)
             script = directory / script_path(scenario, number)
             return replace(finding, reproduce=shlex.join(["bash", str(script)]))
         invokes = [by_index[i] for i in finding.events

@@ -407,14 +407,17 @@ class ScenarioContext:
     def wait_until_in_progress(self, *, timeout: float = 5.0) -> bool:
         """Return once the target reports a key in progress (True), or after a short pause when
         it cannot say (False), so the next request is likely to meet a running original.  Only
-        likely: the checker judges from the recorded times whether it did, never from this."""
+        likely: the checker judges from the recorded times whether it did, never from this.
+        What was seen is recorded (``in-progress``), so a reproduction waits for it too."""
         hook = self.target.hooks.store_size
         if hook is None or not hook.reports_in_progress:
             time.sleep(0.3)  # the target cannot say: give the request time to be claimed
             return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.deployment.store_size().get("in_progress", 0) > 0:
+            seen = self.deployment.store_size().get("in_progress", 0)
+            if seen > 0:
+                self.history.record("ok", "in-progress", ORACLE, value={"in_progress": seen})
                 return True
             time.sleep(0.02)
         return False

@@ -80,6 +80,8 @@ class Draft:
     effects: EffectsEndpoint | None = None
     effects_prefix: str = ""
     fill_in: list[str] = field(default_factory=list)
+    #: The replay header a keyed operation's 2xx answer declares, and where it was seen.
+    replay_header: tuple[str, str] | None = None
 
 
 def _slug(text: str, fallback: str = "my-service") -> str:
@@ -173,10 +175,21 @@ def draft_from_openapi(api: ApiDocument, operations: Sequence[ApiOperation], *,
                            f"from the security scheme {tenant.scheme!r}") if tenant else None,
         tenant_note=notes[0] if notes and tenant is None else None,
         effects=api.effects, effects_prefix=prefix,
+        replay_header=_replay_header(operations),
     )
     if url is None and not start:
         draft.fill_in.append("url: the document names no absolute server URL")
     return draft
+
+
+def _replay_header(operations: Sequence[ApiOperation]) -> tuple[str, str] | None:
+    """The replay header the first keyed operation that declares one declares, and where."""
+    for operation in operations:
+        found = operation.replay_header
+        if found is not None:
+            header, status = found
+            return header, f"the document's {status} answer of {operation.label}"
+    return None
 
 
 def draft_for_path(url: str | None, method: str, path: str, *, name: str | None = None,
@@ -399,8 +412,13 @@ def _promises(doc: Any, draft: Draft) -> None:
                               "may be claimed again"))
     _put(table, "errors", "release", "FILL IN: a failing handler \"release\"s the key or "
                                      "\"store\"s its 5xx")
-    table.add(tomlkit.comment("replay_header = \"Idempotent-Replayed\"   FILL IN: the header "
-                              "that marks a replay, if any"))
+    if draft.replay_header is not None:
+        header, where = draft.replay_header
+        _put(table, "replay_header", header, f"declared by {where}")
+        _put(table, "replay_value", "true", "FILL IN: its value on a replay (probe sees it)")
+    else:
+        table.add(tomlkit.comment("replay_header = \"Idempotent-Replayed\"   FILL IN: the "
+                                  "header that marks a replay, if any"))
     _put(table, "validation_errors", "either", "a 4xx for a bad body: \"stored\", "
                                                "\"not-stored\" or \"either\"")
     doc.add("promises", table)

@@ -21,7 +21,10 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 
@@ -53,6 +56,7 @@ __all__ = [
     "parse_target",
     "placeholders",
     "render_template",
+    "saved_target",
     "split_route",
     "target_model",
 ]
@@ -616,6 +620,15 @@ class Target(_Section):
             return {**data, "endpoint": data["operations"][0]}
         return data
 
+    @model_serializer(mode="wrap")
+    def _as_a_file_says_it(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """With ``[[operations]]`` the endpoint is their first, not a table of its own: a
+        saved target (results.json, story.json, a load plan) must load again."""
+        data = handler(self)
+        if self.operations and isinstance(data, dict):
+            data.pop("endpoint", None)
+        return data
+
     @model_validator(mode="after")
     def _operations_are_distinct(self) -> Target:
         seen = [(o.method.upper(), o.path) for o in self.keyed_operations]
@@ -879,7 +892,54 @@ def parse_target(data: Mapping[str, Any], *, source: str) -> Target:
             field = ".".join(str(part) for part in error["loc"])
             message = str(error["msg"]).removeprefix("Value error, ")
             problems.append((field, message, _fix_for(error, field, model)))
+        problems += [p for p in _whole_file_problems(model, data, exc) if p not in problems]
         raise TargetFileError(source, problems) from exc
+
+
+def _whole_file_problems(model: type[Target], data: Mapping[str, Any],
+                         error: ValidationError) -> list[tuple[str, str, str]]:
+    """The rules over the whole file (``url`` or ``[start]``, ``[clock]`` or
+    ``[hooks.clock]``...), which pydantic checks only once every table is valid, checked on the
+    tables that are: one pass reports every problem, not a layer at a time.  A rule that needs
+    a table at fault is left out; that table's own problem is reported."""
+    failed = {str(e["loc"][0]) for e in error.errors() if e["loc"]}
+    if not failed:  # the whole-file rules have spoken already
+        return []
+    values = {}
+    for name, field in model.model_fields.items():
+        if name in failed or name not in data:
+            continue
+        try:
+            annotation: Any = (Annotated[(field.annotation, *field.metadata)]
+                               if field.metadata else field.annotation)
+            values[name] = TypeAdapter(annotation).validate_python(data[name])
+        except ValidationError:
+            failed.add(name)
+    partial = model.model_construct(**values)
+    for name in failed:  # absent, not defaulted: a rule reading it is skipped below
+        partial.__dict__.pop(name, None)
+    problems = []
+    for decorator in model.__pydantic_decorators__.model_validators.values():
+        if decorator.info.mode != "after":
+            continue
+        try:
+            decorator.func(partial)
+        except ValueError as exc:
+            problems.append(("", str(exc), "correct the file as the message says "
+                                           "(docs/targets.md has a complete example)"))
+        except (AttributeError, TypeError):
+            continue
+    return problems
+
+
+def saved_target(definition: Mapping[str, Any], *, source: str | None = None) -> Target:
+    """A target as a run saved it (results.json's definition, a story's), validated again or
+    refused with every problem.  Runs saved before the endpoint was left out of a target with
+    ``[[operations]]`` hold both; there the endpoint is only the first operation."""
+    data = dict(definition)
+    if data.get("operations"):
+        data.pop("endpoint", None)
+    return parse_target(data, source=str(data.get("source", "")) if source is None else source)
 
 
 def load_target(path: str | Path) -> Target:

@@ -8,7 +8,10 @@ bound for that call and a timeout on every request, and errors come out as ``Tox
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,7 +31,7 @@ from toxiproxy.proxy import Proxy as _LibProxy
 from harness import _containers
 from harness._errors import ServiceUnavailable, ToxiproxyError
 from harness._network import free_port, require_loopback
-from harness._paths import find_tool, state_dir
+from harness._paths import find_tool
 from harness._processes import ManagedProcess
 
 __all__ = [
@@ -244,11 +247,13 @@ class ToxiproxyProxy:
 class ToxiproxyServer:
     """A Toxiproxy server this process found or started; ``close`` stops what it started."""
 
-    def __init__(self, url: str, *, origin: str, stopper: Any = None) -> None:
+    def __init__(self, url: str, *, origin: str, stopper: Any = None,
+                 scratch: Path | None = None) -> None:
         self.url = url
         self.origin = origin
         self.client = ToxiproxyClient(url)
         self._stopper = stopper
+        self._scratch = scratch  # a log directory of its own, removed with the server
 
     @property
     def pid(self) -> int | None:
@@ -258,6 +263,9 @@ class ToxiproxyServer:
         if self._stopper is not None:
             self._stopper.stop()  # a ManagedProcess or a testcontainers container
             self._stopper = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def __enter__(self) -> ToxiproxyServer:
         return self
@@ -270,6 +278,9 @@ def start_toxiproxy(*, log_dir: Path | None = None) -> ToxiproxyServer:
     """Find or start Toxiproxy: ``TOXIPROXY_URL``, a local binary, testcontainers, or an error.
 
     A server found through ``TOXIPROXY_URL`` belongs to someone else: it is used, not stopped.
+    Its log goes to ``log_dir`` (a run's report directory keeps it beside the run); without
+    one, to a temporary directory removed when the server stops: Toxiproxy logs every
+    connection, tens of megabytes over a test session, which nobody asked to keep.
     """
     env_url = os.environ.get("TOXIPROXY_URL")
     if env_url:
@@ -288,13 +299,23 @@ def start_toxiproxy(*, log_dir: Path | None = None) -> ToxiproxyServer:
     if binary is not None:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
+        scratch = None
+        if log_dir is None:
+            scratch = Path(tempfile.mkdtemp(prefix="idem-toxiproxy-"))
+            atexit.register(shutil.rmtree, scratch, True)  # also when nobody closes it
         process = ManagedProcess(
             "Toxiproxy",
             [str(binary), "-host", "127.0.0.1", "-port", str(port)],
-            log_path=(log_dir or state_dir() / "logs") / f"toxiproxy-{port}.log",
+            log_path=(log_dir or scratch or Path()) / f"toxiproxy-{port}.log",
             ready_url=f"{url}/version",
-        ).start()
-        return ToxiproxyServer(url, origin=str(binary), stopper=process)
+        )
+        try:
+            process.start()
+        except BaseException:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        return ToxiproxyServer(url, origin=str(binary), stopper=process, scratch=scratch)
 
     if _containers.docker_answers():
         port = free_port()

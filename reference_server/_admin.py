@@ -70,7 +70,8 @@ def admin_app(
         tenant = request.query_params.get("tenant", "")
         raw_key = request.query_params.get("key")
         try:
-            key = None if raw_key is None else parse_key([raw_key.encode("utf-8")])
+            key = (None if raw_key is None
+                   else parse_key([raw_key.encode("utf-8")], http_header=False))
         except InvalidKey as exc:
             return _error(400, "idempotency_key_invalid", str(exc))
         charge_ids = await store.effects(tenant, key)

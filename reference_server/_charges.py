@@ -9,7 +9,6 @@ reads one of the caller's own charges.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 
 from reference_server._clock import ServerClock
+from reference_server._fingerprint import InvalidJson, decode_json
 from reference_server._ledger import DirectLedger, ledger_of
 from reference_server._model import Charge
 from reference_server._tenants import InvalidAuthorization, tenant_of
@@ -91,9 +91,9 @@ class ChargeService:
         except InvalidAuthorization as exc:
             return _error(401, "invalid_authorization", str(exc))
         try:
-            document = json.loads(await request.body())
-        except (ValueError, RecursionError):
-            return _error(400, "invalid_json")
+            document = decode_json(await request.body())
+        except InvalidJson as exc:  # the layer refuses these first; served bare, so does this
+            return _error(400, "invalid_json", str(exc))
         try:
             fields = parse_charge(document)
         except InvalidCharge as exc:

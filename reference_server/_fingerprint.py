@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 import rfc8785
 
-__all__ = ["InvalidJson", "canonical_json", "fingerprint"]
+__all__ = ["InvalidJson", "canonical_json", "decode_json", "fingerprint"]
 
 
 class InvalidJson(ValueError):
@@ -22,10 +23,24 @@ class InvalidJson(ValueError):
 
 
 def _reject_constant(name: str) -> object:
-    raise InvalidJson(f"{name} is not JSON")
+    raise InvalidJson(f"{name} is not JSON (RFC 8259 has no NaN or Infinity); send a number")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # made once: cheaper per call
+def _one_value_per_name(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object whose member names are distinct: with ``{"amount":1,"amount":5000}`` a parser
+    keeps one value (Python's the last), so what was charged and what was fingerprinted could
+    be read differently by the next parser; RFC 8259 leaves it undefined, so it is refused."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        names = [name for name, _ in pairs]
+        twice = next(name for number, name in enumerate(names) if name in names[:number])
+        raise InvalidJson(f"the member name {json.dumps(twice)} appears more than once in an "
+                          "object; send each name once")
+    return document
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant,  # made once: cheaper per call
+                            object_pairs_hook=_one_value_per_name)
 # The standard library's C encoder, for documents it spells exactly as RFC 8785 does: about
 # twice as fast as ``rfc8785``, which is written in Python, and run on every keyed request.
 _PLAIN = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -48,20 +63,28 @@ def _spelled_alike(value: object) -> bool:
     return False
 
 
-def canonical_json(body: bytes) -> bytes:
-    """The canonical form of ``body``; ``InvalidJson`` says what is wrong with it."""
+def decode_json(body: bytes) -> Any:
+    """``body`` as one JSON document; ``InvalidJson`` says what is wrong with it (not UTF-8,
+    not JSON, NaN or Infinity, a member name twice in an object, too deep, too many digits)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidJson("the body is not UTF-8") from None
     try:
-        document = _DECODER.decode(text)
+        return _DECODER.decode(text)
+    except InvalidJson:  # NaN, Infinity or a repeated name: already says which
+        raise
     except json.JSONDecodeError as exc:
         raise InvalidJson(f"the body is not JSON: {exc}") from None
     except RecursionError:
         raise InvalidJson("the body is nested too deeply") from None
     except ValueError:  # Python's limit on integer digits; the number is not echoed back
         raise InvalidJson("the body holds a number with too many digits") from None
+
+
+def canonical_json(body: bytes) -> bytes:
+    """The canonical form of ``body``; ``InvalidJson`` says what is wrong with it."""
+    document = decode_json(body)
     try:
         if _spelled_alike(document):
             try:

@@ -1,13 +1,17 @@
-"""Running the app under uvicorn, with logs on stderr and a quick, clean shutdown."""
+"""Running the app under uvicorn, with logs on stderr, read deadlines for slow clients, and a
+quick, clean shutdown."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 
 import uvicorn
 
+from reference_server._deadlines import with_read_deadlines
 from reference_server._settings import ServerSettings
 from reference_server.app import create_app
 from reference_server.stores import StoreUnavailable, store_from_url, store_kind
@@ -37,8 +41,23 @@ def _unreachable(store_url: str) -> str | None:
     return None
 
 
+class _Server(uvicorn.Server):
+    """uvicorn raises the signal it shut down on again once it is done, so the process dies of
+    it (143, or click's "Aborted!" and 1 under ``idem-harness serve``); here a shutdown asked
+    for by SIGINT or SIGTERM that went cleanly is a success, exit 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
+
+
 def run_server(settings: ServerSettings) -> None:
-    """Serve until SIGINT or SIGTERM; exit with ``STARTUP_FAILED`` if the store cannot open."""
+    """Serve until SIGINT or SIGTERM (then exit 0); exit with ``STARTUP_FAILED`` if the store
+    cannot open."""
     app = create_app(settings)
     problem = _unreachable(settings.store_url)
     if problem is not None:
@@ -59,8 +78,9 @@ def run_server(settings: ServerSettings) -> None:
         access_log=settings.log_level == "debug",
         lifespan="on",
         timeout_graceful_shutdown=2,
+        http=with_read_deadlines(settings.header_timeout, settings.body_timeout),
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     server.run()
     if not server.started:
         raise SystemExit(STARTUP_FAILED)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reference_server._deadlines import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 from reference_server._middleware import ErrorPolicy, InProgressPolicy, Mode
 
 __all__ = ["ServerSettings"]
@@ -31,3 +32,6 @@ class ServerSettings:
     flaw: str | None = None
     idempotency: bool = True  # off only to measure the layer's cost (bench/)
     log_level: str = "info"
+    #: How long a client may take to send a request's headers, then its body (``_deadlines``).
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT

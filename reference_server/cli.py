@@ -65,6 +65,10 @@ def _default_store() -> str:
               help="Honour the X-Test-Fault and X-Test-Delay-Ms request headers.")
 @click.option("--flaw", metavar="NAME", callback=checked_flaw(get_flaw),
               help=f"Run with one named flaw: {', '.join(FLAWS)}.")
+@click.option("--header-timeout", type=Duration(), default="10s", show_default=True,
+              help="How long a client may take to send a request's headers; then 408.")
+@click.option("--body-timeout", type=Duration(), default="30s", show_default=True,
+              help="How long a client may take to send a request's body; then 408.")
 @click.option("--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True)
 @click.option("--no-idempotency", is_flag=True, hidden=True,
               help="Serve the handler bare (to measure the layer's cost).")
@@ -72,7 +76,8 @@ def serve(
     host: str, port: int, allow_remote: bool, store_url: str | None, mode: str,
     in_progress: str, wait_timeout: float, max_waiters: int, lease: float, retention: float,
     cleanup_interval: float, work_delay_ms: int, errors: str, test_clock: bool,
-    test_faults: bool, flaw: str | None, log_level: str, no_idempotency: bool,
+    test_faults: bool, flaw: str | None, header_timeout: float, body_timeout: float,
+    log_level: str, no_idempotency: bool,
 ) -> None:
     """Run the reference server: POST /charges behind a complete idempotency-key layer."""
     if not allow_remote and not is_loopback(host):
@@ -103,5 +108,7 @@ def serve(
         flaw=flaw,
         idempotency=not no_idempotency,
         log_level=log_level,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
     )
     run_server(settings)

@@ -12,6 +12,7 @@ from harness.cli._init import init
 from harness.cli._load import load
 from harness.cli._matrix import matrix
 from harness.cli._probe import probe
+from harness.cli._reproduce import reproduce
 from harness.cli._run import check, run
 from harness.cli._serve import serve
 
@@ -26,5 +27,5 @@ def main() -> None:
 
 
 for command in (run, check, list_scenarios, explain, matrix, serve, demo, load,
-                explore_command, replay_command, init, probe):
+                explore_command, replay_command, init, probe, reproduce):
     main.add_command(command)

@@ -6,7 +6,9 @@ import functools
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +36,12 @@ def translate_errors(command: F) -> F:
             return command(*args, **kwargs)
         except HarnessError as exc:
             click.secho(f"error: {exc}", fg="red", err=True)
+            sys.exit(EXIT_USAGE)
+        except OSError as exc:  # a disk that filled up, a file that vanished: never "findings"
+            where = f" ({exc.filename})" if exc.filename else ""
+            click.secho(f"error: {exc.strerror or exc}{where}\n  fix: free some space or "
+                        "choose another place to write, and run the command again",
+                        fg="red", err=True)
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as ``Interrupted``
             stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
@@ -78,7 +86,33 @@ class _ReportDir(click.ParamType):  # type: ignore[type-arg]
                     self.fail(f"{place} cannot be written by this user: give a directory you "
                               "may write", param, ctx)
                 break
+        problem = _cannot_write(path)
+        if problem is not None:
+            self.fail(f"{path} cannot be written ({problem}): give a directory on a real, "
+                      "writable filesystem (it is created when missing)", param, ctx)
         return path
+
+
+def _cannot_write(directory: Path) -> str | None:
+    """Why a file cannot be written in ``directory``, found by writing one (as root, access()
+    says yes to /proc and /sys, where nothing can be made); what the probe made is removed."""
+    made: list[Path] = []
+    try:
+        for place in reversed([directory, *directory.parents]):
+            if not place.exists():
+                place.mkdir()
+                made.append(place)
+        with tempfile.TemporaryFile(dir=directory, prefix=".idem-probe-") as probe:
+            probe.write(b"idem-harness")
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        for place in reversed(made):
+            with suppress(OSError):
+                place.rmdir()
+    return None
 
 
 REPORT_DIR = _ReportDir()

@@ -13,7 +13,7 @@ import click
 
 from harness._errors import UsageError
 from harness._profiles import get_profile, in_ci
-from harness._target import Target
+from harness._target import Target, saved_target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
 from harness.explore import (
@@ -168,8 +168,10 @@ def replay_command(story_file: Path, target_file: str | None, reference: bool,
     story = load_story(story_file)
     if target_file or reference or store or flaw or reference_consumer:
         target = _target(target_file, reference, store, flaw, reference_consumer)
+    elif story.target_definition is not None:  # refused with every problem, never a traceback
+        target = saved_target(story.target_definition)
     else:
-        target = story.saved_target()
+        target = story.saved_target()  # which says what to give instead
     report_dir = report_dir or default_report_dir()
     config = ReplayConfig(target=target, report_dir=report_dir, allow_remote=allow_remote,
                           retry_horizon=retry_horizon, trust_moved_clock=trust_moved_clock)
@@ -177,7 +179,10 @@ def replay_command(story_file: Path, target_file: str | None, reference: bool,
     click.echo(render_story(done.story, heading=f"Replay of {story_file} against "
                                                 f"{target.name}:"))
     if story.property is not None:
-        verdict = ("reproduced" if done.reproduced
-                   else f"not reproduced (found: {', '.join(done.story.properties) or 'nothing'})")
+        tellings = done.result.extra["replay"]["tellings"]  # type: ignore[index]
+        told = f" (on telling {tellings}: the story races)" if tellings > 1 else ""
+        verdict = (f"reproduced{told}" if done.reproduced
+                   else f"not reproduced in {tellings} telling(s) (found: "
+                        f"{', '.join(done.story.properties) or 'nothing'})")
         click.echo(f"{story.property}: {verdict}")
     sys.exit(done.result.exit_code)

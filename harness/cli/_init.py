@@ -14,7 +14,7 @@ import click
 
 from harness._errors import UsageError
 from harness.cli._common import translate_errors
-from harness.reports._files import write_atomic
+from harness.reports._files import file_mode, write_atomic
 
 if TYPE_CHECKING:  # imported when the command runs: the OpenAPI libraries take half a second
     from harness._openapi import ApiDocument, ApiOperation
@@ -83,6 +83,7 @@ def _write_new(output: Path, text: str) -> None:
     fd, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), file_mode(output))
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import click
+from psycopg.conninfo import conninfo_to_dict
 from rich.console import Console
 
 from harness._errors import UsageError
@@ -21,10 +22,17 @@ from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, transl
 from harness.cli._run import choose_target, target_options
 from harness.load import CHAOS_PROFILES, LoadConfig, load_summary, run_load, write_load_report
 from harness.load._launch import run_worker_process
+from harness.load._plan import CONNECT_TIMEOUT
 
 __all__ = ["load"]
 
 LOAD_DATABASE = "idem_load"
+
+
+def _database_of(dsn: str) -> str:
+    """``NAME at HOST:PORT`` of a PostgreSQL URL, without its credentials."""
+    info = conninfo_to_dict(dsn)
+    return f"{info.get('dbname')} at {info.get('host')}:{info.get('port') or 5432}"
 
 
 @click.command()
@@ -51,6 +59,9 @@ LOAD_DATABASE = "idem_load"
               help="be a Locust worker for the master at --master: it sends the plan")
 @click.option("--master", metavar="HOST:PORT", default=None,
               help="with --worker: the master's address, as it printed it")
+@click.option("--connect-timeout", type=DURATION, default=None, metavar="DURATION",
+              help="with --worker: how long to wait for the master to answer, then exit 2  "
+                   "[default: 60s]")
 @click.option("--request-timeout", type=DURATION, default="2s", show_default=True,
               help="how long a client waits for one attempt before it retries")
 @click.option("--report-dir", type=REPORT_DIR, default=None,
@@ -62,8 +73,8 @@ LOAD_DATABASE = "idem_load"
 def load(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
          allow_remote: bool, servers: int, users: int | None, spawn_rate: float | None,
          duration: float | None, chaos: str, workers: int, listen: str | None, worker: bool,
-         master: str | None, request_timeout: float, report_dir: Path | None,
-         seed: int | None) -> None:
+         master: str | None, connect_timeout: float | None, request_timeout: float,
+         report_dir: Path | None, seed: int | None) -> None:
     """Drive Locust users against a target under chaos, then judge P1, P2, P4 and P5 over
     every key (exit 0 pass, 1 findings, 2 error, 3 inconclusive); or, with --worker, be a
     worker for a master on another machine."""
@@ -77,7 +88,11 @@ def load(target_file: str | None, reference: bool, store: str | None, flaw: str 
             raise UsageError("a worker takes everything from its master's plan: give "
                              "--worker --master HOST:PORT (and --allow-remote for another "
                              "machine)" + (f", not {', '.join(given)}" if given else ""))
-        sys.exit(run_worker_process(master, allow_remote=allow_remote))
+        sys.exit(run_worker_process(master, allow_remote=allow_remote,
+                                    connect_timeout=connect_timeout or CONNECT_TIMEOUT))
+    if connect_timeout is not None:
+        raise UsageError("--connect-timeout is how long a worker (--worker) waits for its "
+                         "master; the master waits for its workers on its own")
     missing = [name for name, value in (("--users", users), ("--spawn-rate", spawn_rate),
                                         ("--duration", duration)) if value is None]
     if missing:
@@ -92,7 +107,8 @@ def load(target_file: str | None, reference: bool, store: str | None, flaw: str 
             if store is None:
                 server = stack.enter_context(start_postgres())
                 store = server.create_database(LOAD_DATABASE)
-                console.print(f"{servers} reference servers share PostgreSQL {server.origin}")
+                console.print(f"{servers} reference servers share the PostgreSQL database "
+                              f"{_database_of(store)} (made for this run, dropped at its end)")
             target = reference_target(store=store, flaw=flaw, servers=servers)
         config = LoadConfig(
             target=target, users=users, spawn_rate=spawn_rate, duration=duration,

@@ -62,9 +62,11 @@ def render_probe(report: ProbeReport) -> str:
 @translate_errors
 def probe(target_file: str, write: bool, allow_remote: bool, seed: int | None) -> None:
     """Send a few requests with fresh keys and report each promise as seen (exit 0; 2 on a
-    usage error).  Bugs are printed and written as comments, never as promises."""
+    usage error).  Bugs are printed and written as comments, never as promises; what
+    contradicts a promise the file makes (not a FILL IN) is reported as a likely bug and never
+    written over it."""
     from harness._probe import probe_target
-    from harness._probe_edit import apply_observations, diff
+    from harness._probe_edit import apply_observations, declared_promises, diff
 
     path = Path(target_file)
     if not path.is_file():
@@ -73,7 +75,8 @@ def probe(target_file: str, write: bool, allow_remote: bool, seed: int | None) -
                                              "wrote")])
     target = load_target(path)
     before = path.read_text(encoding="utf-8")
-    report = probe_target(target, allow_remote=allow_remote, seed=seed)
+    report = probe_target(target, allow_remote=allow_remote, seed=seed,
+                          declared=declared_promises(before))
     after = apply_observations(before, report.observations, source=str(path))
     click.echo(render_probe(report), err=True)
     if after == before:

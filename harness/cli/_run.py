@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,7 +24,7 @@ from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, tra
 from harness.consumer._runner import run_target
 from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
 
-__all__ = ["check", "jobs_option", "own_target", "run", "target_options"]
+__all__ = ["check", "jobs_option", "own_target", "run", "target_options", "verdict_changes"]
 
 
 def choose_target(target_file: str | None, reference: bool, store: str | None,
@@ -105,7 +106,17 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
         allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
         seed: int | None, retry_horizon: float, postgres: bool, quiet: bool,
         reference_consumer: bool, jobs: int | None) -> None:
-    """Run scenarios against a target and judge the history (exit 0 pass, 1 findings, 2 error)."""
+    """Run scenarios against a target and judge the history.
+
+    \b
+    Exit codes:
+      0    pass: every scenario that could run held
+      1    fail: at least one finding
+      2    a usage or setup error (the message says how to fix it); nothing ran
+      3    inconclusive: no finding, but something could not be judged (each reason printed)
+      130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: what finished is in the report,
+           marked incomplete
+    """
     from harness.consumer._scenario import ConsumerScenario
     from scenarios import CATALOG, default_scenarios, get_scenario
 
@@ -145,14 +156,15 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
                    "history.jsonl) to this directory; RUN_DIR itself is never changed")
 @translate_errors
 def check(run_dir: Path, write_to: Path | None) -> None:
-    """Judge a saved run again from its history, without touching the target or the run."""
+    """Judge a saved run again from its history, without touching the target or the run, and
+    say where the verdict differs from the saved one (exit as run: 0 pass, 1 findings, 2 error,
+    3 inconclusive; 130/143 for a run that was interrupted)."""
     if write_to is not None and write_to.resolve() == run_dir.resolve():
         raise UsageError("--write-to must name another directory: check never rewrites the "
                          "run it judges")
     saved, target, histories = load_run(run_dir)
     reproduce = {(f["property"], f.get("key")): f.get("reproduce")
                  for scenario in saved["scenarios"] for f in scenario.get("findings", [])}
-    base_url = target.url or "http://127.0.0.1"  # saved findings keep their own reproduction
     outcomes = []
     for scenario in saved["scenarios"]:
         events = histories.get(scenario["name"], [])
@@ -162,9 +174,13 @@ def check(run_dir: Path, write_to: Path | None) -> None:
                                             reason=scenario.get("reason")))
             continue
         as_before = list(scenario.get("property_verdicts") or {}) or None  # what it judged
-        result = _with_saved_reproductions(
-            judge(events, target, saved["retry_horizon"], base_url=base_url,
-                  properties=as_before), reproduce)
+        # With --write-to the scripts go there with the report; else a finding keeps the
+        # script the run wrote for it, in RUN_DIR (a new one has none: check writes nothing).
+        result = judge(events, target, saved["retry_horizon"], base_url="",
+                       properties=as_before,
+                       scripts=(write_to, scenario["name"]) if write_to is not None else None)
+        if write_to is None:
+            result = _with_saved_reproductions(result, reproduce)
         verdict = result.verdict
         if scenario.get("reason"):  # the scenario did not finish when it ran
             verdict = merge_verdicts([verdict, "unknown"])
@@ -172,24 +188,60 @@ def check(run_dir: Path, write_to: Path | None) -> None:
                                         tuple(scenario["properties"]), result,
                                         scenario.get("reason"), tuple(events),
                                         scenario.get("seconds", 0.0)))
+    changes = verdict_changes(saved, outcomes)
     judged = RunResult(target, tuple(outcomes), saved["seed"], saved["started_at"],
                        write_to or run_dir, saved["retry_horizon"], saved.get("seconds", 0.0),
                        saved["complete"], planned=tuple(saved.get("planned") or ()),
-                       stopped_by=saved.get("stopped_by"))
+                       stopped_by=saved.get("stopped_by"),
+                       extra={**(saved.get("extra") or {}),
+                              "check": {"of": str(run_dir), "saved_verdict": saved.get("verdict"),
+                                        "changes": changes}})
     if write_to is not None:
         write_to.mkdir(parents=True, exist_ok=True)
         write_report(judged, write_to)
     ConsoleReport(quiet=True).handle(RunFinished(judged))
+    _say_what_changed(saved.get("verdict"), judged.verdict, changes)
     sys.exit(judged.exit_code)
+
+
+def verdict_changes(saved: dict[str, Any], outcomes: Sequence[ScenarioOutcome]) -> list[str]:
+    """Where the judgement now differs from the one the run saved: each scenario's verdict and
+    each property's, in words (``key-reuse: fail -> pass (P4: fail -> pass)``)."""
+    before = {s["name"]: s for s in saved.get("scenarios", [])}
+    changes = []
+    for outcome in outcomes:
+        old = before.get(outcome.name)
+        if old is None:
+            continue
+        was = old.get("property_verdicts") or {}
+        now = {pid: r.verdict for pid, r in outcome.check.results.items()} if outcome.check \
+            else {}
+        moved = [f"{pid}: {was[pid]} -> {now[pid]}" for pid in now
+                 if pid in was and was[pid] != now[pid]]
+        if old.get("verdict") != outcome.verdict or moved:
+            changes.append(f"{outcome.name}: {old.get('verdict')} -> {outcome.verdict}"
+                           + (f" ({'; '.join(moved)})" if moved else ""))
+    return changes
+
+
+def _say_what_changed(saved: str | None, now: str, changes: Sequence[str]) -> None:
+    if not changes and saved == now:
+        click.echo(f"the same verdict as the run saved: {now}", err=True)
+        return
+    click.secho(f"the verdict changed: the run saved {str(saved).upper()}, judged again it is "
+                f"{now.upper()}" if saved != now else
+                "the verdict is the same, but scenarios changed:", fg="yellow", err=True)
+    for change in changes:
+        click.secho(f"  {change}", fg="yellow", err=True)
 
 
 def _with_saved_reproductions(result: CheckResult,
                               saved: dict[tuple[str, str | None], str | None]) -> CheckResult:
-    """Keep the reproduction the run wrote for a finding it had: it names the port the target
-    really listened on, which a re-judgement cannot know."""
+    """Keep the reproduction the run wrote for a finding it had (its script, in the run's
+    directory); a finding the run did not have gets none here, not a ``curl`` line to a port
+    that is gone (``--write-to`` writes its script)."""
     def kept(finding: Finding) -> Finding:
-        line = saved.get((finding.property, finding.key))
-        return replace(finding, reproduce=line) if line else finding
+        return replace(finding, reproduce=saved.get((finding.property, finding.key)) or "")
 
     results = {pid: replace(r, findings=tuple(kept(f) for f in r.findings))
                for pid, r in result.results.items()}

@@ -73,22 +73,27 @@ def consumer_script(finding: Finding, events: Sequence[Event], target: ConsumerT
         f"#   and says whether {finding.property} broke again: exit {REPRODUCED} if it did, "
         f"{NOT_REPRODUCED} if not, {NO_REPLAY} if the",
         "#   replay could not run.  AMQP_URL: the RabbitMQ broker to use (default: IDEM_AMQP_URL,",
-        "#   else a throwaway node the harness starts).",
+        "#   else a throwaway node the harness starts).  The replay's report is removed at the",
+        "#   end unless IDEM_REPLAY_REPORT names a directory to keep it in.",
         *_store_caveat(target),
         "set -euo pipefail",
         "",
         'if [[ $# -ge 1 ]]; then export IDEM_AMQP_URL="$1"; fi',
         'WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/idem-reproduce-XXXXXX")',
+        "trap 'rm -rf \"$WORKDIR\"' EXIT",
+        "trap 'exit 130' INT TERM  # through the EXIT trap: nothing is left behind",
+        'REPORT="${IDEM_REPLAY_REPORT:-$WORKDIR/report}"',
         "cat >\"$WORKDIR/target.toml\" <<'IDEM_TARGET'",
         _target_file(target).rstrip("\n"),
         "IDEM_TARGET",
         "",
         "status=0",
         f"{python} -m harness.cli run --target \"$WORKDIR/target.toml\" "
-        f"--scenario {shlex.quote(scenario)} --seed {seed} --report-dir \"$WORKDIR/report\" "
+        f"--scenario {shlex.quote(scenario)} --seed {seed} --report-dir \"$REPORT\" "
         "--quiet || status=$?",
-        'echo "the replay\'s report: $WORKDIR/report/index.html" >&2',
-        f"{python} - \"$WORKDIR/report/results.json\" {shlex.quote(scenario)} "
+        'if [[ -n "${IDEM_REPLAY_REPORT:-}" ]]; then echo "the replay\'s report: '
+        '$REPORT/index.html" >&2; fi',
+        f"{python} - \"$REPORT/results.json\" {shlex.quote(scenario)} "
         f"{finding.property} \"$status\" <<'IDEM_VERDICT'",
         _VERDICT.rstrip("\n"),
         "IDEM_VERDICT",

@@ -25,7 +25,7 @@ from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
-from harness.demo._modes import FailureMode
+from harness.demo._modes import ARTICLE, FailureMode
 from harness.demo._narrator import Narrator
 from harness.reports import Lesson, ReportDirectory, render_lesson_html, write_atomic
 from harness.reports._console import unknown_reason
@@ -112,7 +112,8 @@ def _introduce(console: Console, mode: FailureMode, scenario: Scenario) -> None:
     for paragraph in mode.paragraphs:
         body.append("\n" + paragraph + "\n")
     if mode.pitfall:
-        body.append("\nThe seed's common mistake: ", style="bold magenta")
+        body.append(f'\nA common mistake, in the words of "{ARTICLE}": ',
+                    style="bold magenta")
         body.append(mode.pitfall + "\n", style="magenta")
     body.append(f"\nScenario {scenario.name}: ", style="bold")
     body.append(scenario.story)

@@ -15,7 +15,7 @@ from harness._errors import UsageError
 from reference_server._behaviour import Behaviour
 from reference_server.flaws import FLAWS, Flaw
 
-__all__ = ["CRASH_POINT", "PITFALLS", "SCENARIO_FOR", "FailureMode", "failure_mode",
+__all__ = ["ARTICLE", "CRASH_POINT", "PITFALLS", "SCENARIO_FOR", "FailureMode", "failure_mode",
            "failure_modes", "mode_lines"]
 
 #: flaw -> the scenario that shows it (from the flaw matrix: caught, and as the right property).
@@ -41,7 +41,9 @@ CRASH_POINT: dict[str, str] = {
     "ack-before-commit": "after-work",
 }
 
-#: flaw -> the seed's "common mistakes" entry it reproduces, in the seed's words.
+#: The article the harness was built from; its list of common mistakes is quoted below.
+ARTICLE = "Idempotency Keys in Distributed Systems: The Rules That Save You From Duplicates"
+#: flaw -> the article's "common mistakes" entry it reproduces, in the article's words.
 PITFALLS: dict[str, str] = {
     "server-generated-key": "Server generates the key. Now every retry has a different key and "
                             "idempotency does nothing.",
@@ -109,6 +111,9 @@ def mode_lines(modes: list[FailureMode]) -> list[str]:
     lines = []
     for mode in modes:
         shown = f"scenario {mode.scenario}" if mode.scenario else "no scenario exposes it yet"
-        seed = f'; the seed\'s "{mode.pitfall.split(".")[0]}"' if mode.pitfall else ""
-        lines.append(f"{mode.name:<{width}}  {mode.summary}  [{shown}{seed}]")
+        quoted = (f'; the article\'s common mistake "{mode.pitfall.split(".")[0]}"'
+                  if mode.pitfall else "")
+        lines.append(f"{mode.name:<{width}}  {mode.summary}  [{shown}{quoted}]")
+    if any(mode.pitfall for mode in modes):
+        lines.append(f'(common mistakes quoted from the article "{ARTICLE}")')
     return lines

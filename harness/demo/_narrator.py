@@ -29,7 +29,7 @@ from harness._hook_words import hooks_told
 from harness._nemesis import FAULTS
 from harness._outcomes import RunEvent, RunStarted, ScenarioFinished, ScenarioStarted, Step
 from harness._target import ReplayMarker, Target
-from harness.reports._explain import explain
+from harness.reports._explain import explain, incident_of
 from harness.reports._sequence import BLOCKING
 
 __all__ = ["Narrator"]
@@ -406,10 +406,13 @@ class Narrator:
         self.console.print(Text(f"checker: {outcome.verdict.upper()}", style=style)
                            + Text(f"  ({outcome.reason})" if outcome.reason else "",
                                   style="dim"))
+        by_index = {e.index: e for e in outcome.events}
         for finding in outcome.findings:
             colour = "red" if finding.klass == "safety" else "yellow"
+            plain = explain(finding.property, incident=incident_of(
+                by_index[i] for i in finding.events if i in by_index))
             self.console.print(Text(f"  {finding.property} {finding.klass}: ", style=colour)
-                               + Text(explain(finding.property).headline, style="bold"))
+                               + Text(plain.headline, style="bold"))
             self.console.print(Text(f"    {finding.message}", style="dim"), soft_wrap=True)
 
 

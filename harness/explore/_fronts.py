@@ -21,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from harness._history import Event
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer
+from harness.explore._actions import Burst, BurstAgain, Overlap, Slow
 from harness.explore._machine import machine_for
 from harness.explore._session import Session, deployed
 from harness.explore._story import Front as FrontName
@@ -50,6 +51,9 @@ class Front(Protocol):
 
     def problems_with(self, actions: Sequence[Any], target: Target) -> list[str]:
         """Everything that keeps ``actions`` from running, in this order, against ``target``."""
+
+    def races(self, actions: Sequence[Any]) -> bool:
+        """Does a story's outcome depend on how things running at once meet?"""
 
     def deployed(self, target: Target, *, command: str, started_at: str,
                  report_dir: Path | None, allow_remote: bool,
@@ -82,6 +86,10 @@ class HttpFront:
 
     def problems_with(self, actions: Sequence[Any], target: Target) -> list[str]:
         return problems_with(actions, target)
+
+    def races(self, actions: Sequence[Any]) -> bool:
+        """Requests released together, timed against each other, or a slowed original."""
+        return any(isinstance(a, Burst | BurstAgain | Overlap | Slow) for a in actions)
 
     def deployed(self, target: Target, *, command: str, started_at: str,
                  report_dir: Path | None, allow_remote: bool,

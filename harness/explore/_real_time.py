@@ -27,9 +27,9 @@ __all__ = ["MAX_CONFIRMATIONS", "REAL_TIME_LIMIT", "RealTimeStory", "in_real_tim
 #: The longest jump waited out in real time (a lease or a window of up to about a minute and
 #: a half, with the harness's margin past it).
 REAL_TIME_LIMIT = 90.0
-#: Stories an exploration confirms in real time; past that, findings stay "seen only with a
-#: moved clock".
-MAX_CONFIRMATIONS = 2
+#: Stories an exploration tells in real time; past that, findings stay "seen only with a
+#: moved clock".  A property real time did not confirm once is not told again.
+MAX_CONFIRMATIONS = 3
 
 
 @dataclass(frozen=True)

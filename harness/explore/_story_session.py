@@ -141,6 +141,7 @@ class StorySession(ABC, Generic[A, W]):
         #: A story that failed in real time after a moved clock first showed its property.
         self.confirmed: Failure[A] | None = None
         self.confirmations = 0
+        self._not_confirmed: set[str] = set()  # properties real time did not confirm
         #: Findings seen only with a moved clock and not confirmed, in words for the report.
         self.moved_clock: list[Note] = []
         #: Operations the explorer could not draw for this target, and why.
@@ -291,7 +292,9 @@ class StorySession(ABC, Generic[A, W]):
         doubted = {f.property for f in world.doubted}
         story = self.retold(world.steps, world.history.events())
         why = story.why
-        if story.actions is not None and self.confirm and self.confirmations < MAX_CONFIRMATIONS:
+        tried = doubted <= self._not_confirmed  # each was told in real time before, in vain
+        if (story.actions is not None and self.confirm and not tried
+                and self.confirmations < MAX_CONFIRMATIONS):
             self.confirmations += 1
             if self.progress is not None:
                 self.progress("confirming in real time", self.examples)
@@ -304,6 +307,9 @@ class StorySession(ABC, Generic[A, W]):
                            moved_clock=True, doubted=world.doubted)
                 return
             why = "the story told again in real time did not break it"
+            self._not_confirmed |= doubted
+        elif tried:
+            why = "a story that broke it only with a moved clock was told in real time before"
         elif story.actions is not None:
             why = ("the exploration already confirmed as many stories in real time as it may"
                    if self.confirm else "real-time confirmation is off")

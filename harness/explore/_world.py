@@ -81,6 +81,7 @@ class _Operation:
     attempts: int = 1
     born: float = 0.0  # the seconds the target's clock had been moved when it was first sent
     errors: ErrorPolicy | None = None  # the error policy of the handler fault it met
+    died: bool = False  # its request died or failed, and may hold the key until its lease
 
     @property
     def identity(self) -> Identity:
@@ -174,6 +175,7 @@ class World:
                 request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                               label=f"handler:{fault.name}")
                 self._operations[action.id].errors = fault.errors
+                self._operations[action.id].died = True
                 self._handler_failed = True
                 faulted = replace(request, headers={**request.headers, fault.header: fault.value})
                 return self._answer(self._send(faulted)), _identity(request)
@@ -188,6 +190,7 @@ class World:
                     request, plan=AfterWrite(action.write, action.fault))
                 struck = watch.struck is not None
                 self._crashed = self._crashed or (struck and action.fault == "kill")
+                self._operations[action.id].died = struck
                 what = ("" if struck else f"; the fault did not strike: "
                         f"{len(watch.writes)} write(s)")
                 return self._answer(completion) + what, _identity(request)
@@ -214,6 +217,7 @@ class World:
                 request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                               label=f"crash:{action.point}")
                 answer = self._answer(self.context.crash_during(request, action.point))
+                self._operations[action.id].died = True
                 self._crashed = True
                 return f"{answer}; the target died and was restarted", _identity(request)
             case Slow():
@@ -446,6 +450,8 @@ class World:
             self._record(Wait(seconds=past, why=why), len(self.steps) + 1, settle=True)
         else:
             return
+        for operation in stuck:
+            operation.died = False  # past the lease, the careful client is patient again
         self._retry_unanswered(stuck)
 
     def _unsettled(self) -> list[_Operation]:
@@ -476,24 +482,28 @@ class World:
             self._note_renewal(operation)
             answers = self._until_answered(replace(operation.request, label="retry"),
                                            first_attempt=operation.attempts + 1,
-                                           errors=operation.errors)
+                                           errors=operation.errors, held=operation.died)
             operation.attempts += len(answers)
             record.response = ", ".join(self._answer(a) for a in answers)
             record.last_event = len(self.history)
             last.append((operation, answers[-1]))
         return last
 
-    def _until_answered(self, request: Request, *, first_attempt: int,
-                        process: str = "c0", errors: ErrorPolicy | None = None) -> list[Event]:
+    def _until_answered(self, request: Request, *, first_attempt: int, process: str = "c0",
+                        errors: ErrorPolicy | None = None, held: bool = False) -> list[Event]:
         """Retry as a careful client does until a final answer (a bounded number of times);
         while a network fault acts, each attempt gives up after the fault timeout.  ``errors``
-        is the policy of the handler fault the operation met, where it has its own."""
+        is the policy of the handler fault the operation met, where it has its own.  ``held``:
+        a request of the key died or failed, so an answer "in progress" will stay so until
+        its lease runs out; one is enough (settling lets the lease run out, then retries)."""
         answers: list[Event] = []
+        promises = self.target.promises
         for attempt in range(first_attempt, first_attempt + CAREFUL_CLIENT.max_attempts):
             answer = self.context.send(request, process=process, attempt=attempt,
                                        timeout=self._timeout())
             answers.append(answer)
-            if is_final(answer, self.target.promises, errors=errors):
+            if is_final(answer, promises, errors=errors) or (
+                    held and promises.says_in_progress(answer.status)):
                 break
             time.sleep(CAREFUL_CLIENT.delay(len(answers), (answer.headers or {}).get(
                 "retry-after"), self.context.rng))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,13 @@ from typing import IO, Any
 
 from harness._errors import ServiceError, UsageError
 from harness._network import require_loopback
-from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, NODES_FILE, LoadPlan
+from harness.load._plan import (
+    CONNECT_TIMEOUT,
+    EXIT_INCOMPLETE,
+    EXIT_NO_WORKERS,
+    NODES_FILE,
+    LoadPlan,
+)
 
 __all__ = ["BOOTSTRAP", "LocustProcesses", "run_worker_process"]
 
@@ -136,6 +143,12 @@ class LocustProcesses:
             raise stats.failure(f"left no readable {nodes_path}") from exc
         return summary
 
+    def stop_early(self) -> None:
+        """Ask the statistics process to end the load now, as its duration would (it may have
+        had the terminal's Ctrl-C already: once is enough)."""
+        if self._children and self._children[0].popen.poll() is None:
+            self._children[0].popen.send_signal(signal.SIGINT)
+
     def close(self) -> None:
         """Stop whatever is still running (a failed or interrupted run)."""
         for child in self._children:
@@ -152,17 +165,20 @@ class LocustProcesses:
         self._children = []
 
 
-def run_worker_process(master: str, *, allow_remote: bool) -> int:
+def run_worker_process(master: str, *, allow_remote: bool,
+                       connect_timeout: float = CONNECT_TIMEOUT) -> int:
     """``idem-harness load --worker``: a Locust worker on this machine for the master at
     ``master`` (HOST:PORT), which sends it the plan; its log goes to this terminal.  Returns the
-    worker's exit code once the master has ended the run."""
+    worker's exit code once the master has ended the run, or 2 when no master answered within
+    ``connect_timeout`` seconds."""
     host, _, port = master.rpartition(":")
     if not host or not port.isdigit():
         raise UsageError(f"--master {master!r}: write HOST:PORT, the address the master "
                          "printed (for example 10.0.0.5:5557)")
     require_loopback(host.strip("[]"), allow_remote=allow_remote)
     worker = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, "--role", "worker",
-                               "--master", master], stdin=subprocess.DEVNULL)
+                               "--master", master, "--connect-timeout", str(connect_timeout)],
+                              stdin=subprocess.DEVNULL)
     try:
         return worker.wait()
     finally:

@@ -17,7 +17,9 @@ from harness._client import RetryPolicy
 from harness._target import Target
 
 __all__ = [
+    "CONNECT_TIMEOUT",
     "EXIT_INCOMPLETE",
+    "EXIT_NO_MASTER",
     "EXIT_NO_WORKERS",
     "NODES_FILE",
     "LoadPlan",
@@ -30,6 +32,10 @@ NODES_FILE = "nodes.json"
 #: did not connect; not every node sent its history.
 EXIT_NO_WORKERS = 3
 EXIT_INCOMPLETE = 4
+#: A worker (``load --worker``) whose master never answered exits as a usage error does, after
+#: this many seconds by default.
+EXIT_NO_MASTER = 2
+CONNECT_TIMEOUT = 60.0
 
 #: Seconds a Locust process waits, beyond the retry policy's own bound, for the last charges.
 DRAIN_SLACK = 5.0

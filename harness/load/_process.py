@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.load._plan import LoadPlan
+from harness.load._plan import CONNECT_TIMEOUT, LoadPlan
 
 __all__ = ["ROLES", "main"]
 
@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--role", choices=ROLES, required=True)
     parser.add_argument("--plan", type=Path, help="the load plan (JSON; local and master)")
     parser.add_argument("--master", help="HOST:PORT of the master (worker; it sends the plan)")
+    parser.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT,
+                        help="seconds a worker waits for its master to answer")
     return parser
 
 
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         if not host or not port.isdigit():
             print("error: a worker needs --master HOST:PORT", file=sys.stderr)
             return 2
-        return run_worker(host.strip("[]"), int(port))
+        return run_worker(host.strip("[]"), int(port), connect_timeout=args.connect_timeout)
     if args.plan is None:
         print(f"error: a {args.role} process needs --plan", file=sys.stderr)
         return 2

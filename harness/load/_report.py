@@ -18,8 +18,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from harness._errors import ReportNotWritten
 from harness.load._run import LOAD_PROPERTIES, LoadResult
 from harness.reports import write_atomic, write_report
+from harness.reports._runview import by_key
 
 __all__ = ["LOAD_FILE", "load_summary", "render_load_json", "write_load_report"]
 
@@ -45,7 +47,10 @@ def render_load_json(result: LoadResult) -> str:
 def write_load_report(result: LoadResult, directory: Path) -> None:
     """load.json first, then every file a run writes, so the page (index.html) finds the
     charts' data beside it."""
-    write_atomic(directory / LOAD_FILE, render_load_json(result))
+    try:
+        write_atomic(directory / LOAD_FILE, render_load_json(result))
+    except OSError as exc:
+        raise ReportNotWritten(str(directory), exc.strerror or str(exc)) from exc
     write_report(result.run, directory)
 
 
@@ -95,15 +100,20 @@ def load_summary(result: LoadResult) -> RenderableType:
     parts: list[RenderableType] = [_figures_table(result)]
     check = result.check
     findings = check.findings if check else []
-    for finding in findings[:FINDINGS_SHOWN]:
-        style = "bold red" if finding.klass == "safety" else "yellow"
-        parts.append(Text.assemble((f"{finding.property} {finding.klass}", style),
-                                   f" {finding.key or ''}"))
-        parts.append(Text(f"  {finding.message}"))
-        if finding.reproduce:
-            parts.append(Text(f"  reproduce: {finding.reproduce}", style="dim"))
-    if len(findings) > FINDINGS_SHOWN:
-        parts.append(Text(f"... and {len(findings) - FINDINGS_SHOWN} more findings in "
+    keys = by_key(findings)
+    for group in keys[:FINDINGS_SHOWN]:  # a key's findings together, one reproduction
+        first = group[0]
+        safety = any(f.klass == "safety" for f in group)
+        properties = " ".join(dict.fromkeys(f.property for f in group))
+        parts.append(Text.assemble((f"{properties} {'safety' if safety else 'conformance'}",
+                                    "bold red" if safety else "yellow"), f" {first.key or ''}"))
+        for finding in group:
+            said = f"{finding.property}: " if len(group) > 1 else ""
+            parts.append(Text(f"  {said}{finding.message}"))
+        if first.reproduce:
+            parts.append(Text(f"  reproduce: {first.reproduce}", style="dim"))
+    if len(keys) > FINDINGS_SHOWN:
+        parts.append(Text(f"... and {len(keys) - FINDINGS_SHOWN} more keys with findings in "
                           "results.json", style="dim"))
     for problem in result.problems:
         parts.append(Text(f"problem: {problem}", style="yellow"))

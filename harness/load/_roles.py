@@ -16,7 +16,9 @@ history, and Locust's own files are written.
 from __future__ import annotations
 
 import json
+import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+from locust import runners
 from locust.env import Environment
 from locust.event import Events
 from locust.rpc import Message
@@ -31,7 +34,13 @@ from locust.runners import Runner
 
 from harness.load._node import HISTORY_MESSAGE, LoadNode
 from harness.load._outputs import HistoryCollector, LocustFiles
-from harness.load._plan import EXIT_INCOMPLETE, EXIT_NO_WORKERS, LoadPlan
+from harness.load._plan import (
+    CONNECT_TIMEOUT,
+    EXIT_INCOMPLETE,
+    EXIT_NO_MASTER,
+    EXIT_NO_WORKERS,
+    LoadPlan,
+)
 from harness.load._users import charge_user_class
 
 __all__ = ["PLAN_MESSAGE", "run_stats", "run_worker"]
@@ -68,8 +77,10 @@ def run_stats(plan: LoadPlan) -> int:
 
     cpu_origin = time.process_time()
     started_at = _announce_start()
+    stopping = _stop_early_on_signals()
     spawning = gevent.spawn(runner.start, plan.users, spawn_rate=plan.spawn_rate)
-    gevent.sleep(plan.duration)
+    stopping.wait(timeout=plan.duration)
+    stopped_early = stopping.is_set()
     spawning.kill()
     runner.stop()
     complete = collector.wait(plan.drain_timeout + 30.0)
@@ -81,19 +92,45 @@ def run_stats(plan: LoadPlan) -> int:
         started_at=started_at,
         stats_cpu_seconds=spent,
         user_exceptions=sum(int(row["count"]) for row in runner.exceptions.values()),
+        stopped_early=stopped_early,
     )
     runner.quit()
     return 0 if complete else EXIT_INCOMPLETE
 
 
-def run_worker(host: str, port: int) -> int:
-    """A worker: connects to the master at ``host:port``, takes the plan it sends, runs the
-    users it is given, sends its history back."""
+def _stop_early_on_signals() -> gevent.event.Event:
+    """Ctrl-C (or SIGTERM) stops the load early, as its end would: the users stop, their
+    charges finish their retries, every node sends its history, the files are written.  The
+    terminal sends Ctrl-C to this process as well as to the load command, which then writes its
+    report, marked incomplete; a second one ends the command without one."""
+    stopping = gevent.event.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        gevent.signal_handler(signum, stopping.set)
+    return stopping
+
+
+def run_worker(host: str, port: int, *, connect_timeout: float = CONNECT_TIMEOUT) -> int:
+    """A worker: connects to the master at ``host:port`` (giving up after ``connect_timeout``
+    seconds, exit 2), takes the plan it sends, runs the users it is given, sends its history
+    back."""
+    # Ctrl-C reaches the whole terminal's process group: a worker keeps going until its master
+    # stops the run (which then collects its history); the command that started it stops it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     events = Events()  # type: ignore[no-untyped-call]
     nodes: list[LoadNode] = []
     environment = Environment(user_classes=[charge_user_class(lambda: nodes[0] if nodes else None)],
                               events=events)
-    runner = environment.create_worker_runner(host, port)
+    # Locust retries for 60 x 5 s before it gives up; its loop reads these module constants.
+    runners.CONNECT_TIMEOUT = wait = max(1, min(5, math.ceil(connect_timeout)))
+    runners.CONNECT_RETRY_COUNT = math.ceil(connect_timeout / wait) - 1
+    try:
+        runner = environment.create_worker_runner(host, port)
+    except ConnectionError:
+        print(f"error: no Locust master answered at {host}:{port} within {connect_timeout:g}s\n"
+              "  fix: start the load with --workers N --listen HOST:PORT on the master's machine "
+              "first, give --master the address it prints, check that this machine reaches it, "
+              "or wait longer with --connect-timeout", file=sys.stderr, flush=True)
+        return EXIT_NO_MASTER
 
     def take_plan(environment: Environment, msg: Message, **_: Any) -> None:
         if not nodes:

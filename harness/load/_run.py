@@ -26,6 +26,7 @@ from harness._deployment import Deployment
 from harness._errors import ServiceError, UsageError
 from harness._findings import merge_verdicts
 from harness._history import Event, History
+from harness._interrupts import Interrupted
 from harness._nemesis import Nemesis
 from harness._network import free_port, is_loopback, require_loopback
 from harness._outcomes import RunResult, ScenarioOutcome
@@ -207,7 +208,16 @@ def run_load(config: LoadConfig, *,
         chaos.start()
         progress(f"load started: {config.users} users, {config.servers} server(s), "
                  f"{config.workers or 'no'} worker(s), chaos {config.chaos}, seed {seed}")
-        nodes = locusts.wait(timeout=config.duration + plan.drain_timeout + 120.0)
+        stopped_by = None
+        try:
+            nodes = locusts.wait(timeout=config.duration + plan.drain_timeout + 120.0)
+        except Interrupted as stop:  # end it early, as its duration would, and say so
+            stopped_by = stop.signal_name
+            progress(f"stopped by {stopped_by}: the users stop, their charges finish, the "
+                     "report is written marked incomplete (Ctrl-C again abandons it)")
+            chaos.stop()
+            locusts.stop_early()
+            nodes = locusts.wait(timeout=plan.drain_timeout + 120.0)
         chaos.join()
         cpu = meter.finish(locust=[float(n["cpu_seconds"]) for n in nodes["nodes"]]
                            + [float(nodes.get("stats_cpu_seconds", 0.0))])
@@ -220,20 +230,25 @@ def run_load(config: LoadConfig, *,
         progress(f"judging {len(history)} events over {asked} keys ...")
         events = history.events()
         check = judge(events, config.target, config.retry_horizon,
-                      base_url=deployment.instances[0].direct_url, properties=LOAD_PROPERTIES)
+                      base_url=deployment.instances[0].direct_url, properties=LOAD_PROPERTIES,
+                      scripts=(config.report_dir, SCENARIO))
     problems = tuple(chaos.errors) + _node_problems(nodes)
     view = View(events)
     shortfalls = tuple(not_exercised(view, chaos=config.chaos, schedule=schedule,
                                      duration=config.duration))
     reasons = problems + tuple(f"not exercised: {s}" for s in shortfalls)
+    if stopped_by is not None:
+        reasons += (f"stopped early by {stopped_by}, {time.monotonic() - clock:.0f}s into a "
+                    f"{config.duration:g}s load",)
     verdict = check.verdict if not reasons else merge_verdicts([check.verdict, "unknown"])
     outcome = ScenarioOutcome(SCENARIO, verdict, LOAD_PROPERTIES, check,
                               "; ".join(reasons) or None, events, time.monotonic() - clock)
     figures = load_figures(view, config.target.promises, check)
     settings = _settings(config, seed)
     run = RunResult(config.target, (outcome,), seed, started_at, config.report_dir,
-                    config.retry_horizon, time.monotonic() - clock, True,
-                    extra={"load": {**settings, "figures": figures}})
+                    config.retry_horizon, time.monotonic() - clock, stopped_by is None,
+                    extra={"load": {**settings, "figures": figures}}, planned=(SCENARIO,),
+                    stopped_by=stopped_by)
     return LoadResult(run, figures, timeline(view), fault_windows(view), cpu, schedule,
                       settings, problems, shortfalls)
 

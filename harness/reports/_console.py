@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness._durations import format_duration
+from harness._findings import Finding
 from harness._outcomes import (
     Progress,
     RunEvent,
@@ -23,6 +24,7 @@ from harness._outcomes import (
     Step,
 )
 from harness.reports._results import requests_sent, run_account
+from harness.reports._runview import by_key
 
 __all__ = ["ConsoleReport", "account_lines", "summary_table"]
 
@@ -186,15 +188,11 @@ class ConsoleReport:
         if account:
             for line in account_lines(account):
                 self.console.print(line, soft_wrap=True, highlight=False)
-        for outcome, finding in ((o, f) for o in result.outcomes for f in o.findings):
-            style = "bold red" if finding.klass == "safety" else "yellow"
-            self.console.print(Text(f"{finding.property} {finding.klass}", style=style),
-                               Text(f" in {outcome.name}"),
-                               Text(f" {finding.key or ''}", style="dim"))
-            self.console.print(f"  {finding.message}", soft_wrap=True, highlight=False)
-            if finding.reproduce:
-                self.console.print(f"  reproduce: {finding.reproduce}", style="dim",
-                                   soft_wrap=True, highlight=False)
+        keys = 0
+        for outcome in result.outcomes:
+            for group in by_key(outcome.findings):
+                keys += 1
+                self._key(outcome.name, group)
         for outcome in result.outcomes:
             if outcome.verdict == "unknown":
                 self.console.print(Text(f"unknown {outcome.name}", style="yellow"),
@@ -203,8 +201,25 @@ class ConsoleReport:
             self.console.print(Text("not run", style="yellow"),
                                Text(f": {', '.join(result.unfinished)}"), soft_wrap=True)
         verdict = result.verdict
+        found = len(result.findings)
+        on = f" on {keys} key(s)" if keys != found else ""
         self.console.print(
             Text(f"\n{verdict.upper()}", style=VERDICT_STYLE[verdict]),
-            Text(f" · {len(result.findings)} finding(s) in {format_duration(result.seconds)}"
+            Text(f" · {found} finding(s){on} in {format_duration(result.seconds)}"
                  + (f" · report in {result.report_dir}" if result.report_dir else "")),
         )
+
+    def _key(self, scenario: str, group: list[Finding]) -> None:
+        """One key's findings: their properties and class, each message, one reproduction."""
+        first = group[0]
+        safety = any(f.klass == "safety" for f in group)
+        properties = " ".join(dict.fromkeys(f.property for f in group))
+        self.console.print(Text(f"{properties} {'safety' if safety else 'conformance'}",
+                                style="bold red" if safety else "yellow"),
+                           Text(f" in {scenario}"), Text(f" {first.key or ''}", style="dim"))
+        for finding in group:
+            said = f"{finding.property}: " if len(group) > 1 else ""
+            self.console.print(f"  {said}{finding.message}", soft_wrap=True, highlight=False)
+        if first.reproduce:
+            self.console.print(f"  reproduce: {first.reproduce}", style="dim", soft_wrap=True,
+                               highlight=False)

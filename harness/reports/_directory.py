@@ -1,5 +1,6 @@
-"""The report directory handler: after every scenario and at the end, rewrite the files, each
-atomically, so a run that dies half-way still leaves everything it had finished."""
+"""The report directory handler: after every scenario and at the end, rewrite the files, all of
+them or none, so a run that dies half-way still leaves everything it had finished, and a disk that
+fills up leaves no file half-written."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from harness._errors import ReportNotWritten
 from harness._outcomes import RunEvent, RunFinished, RunResult, ScenarioFinished
-from harness.reports._files import write_atomic
+from harness._reproduction import EventIndex
+from harness.reports._files import write_all
 from harness.reports._html import render_index
 from harness.reports._junit import render_junit
 from harness.reports._results import render_history, render_results
-from harness.reports._runview import reproduction_script
+from harness.reports._runview import reproduction_script, sharing_scripts
 
 __all__ = ["Renderer", "ReportDirectory", "write_report"]
 
@@ -29,42 +32,52 @@ RENDERERS: list[Renderer] = [
 
 
 def write_report(result: RunResult, directory: Path) -> list[str]:
-    """Write every report file for ``result``; results.json goes after the history it cites.
+    """Write every report file for ``result``, all of them or none (``write_all``).
 
     A renderer that fails costs its own file, never the others or the run: the machine-readable
-    record matters more than the page.  Returns what failed, for the caller to say.
+    record matters more than the page.  Returns what failed, for the caller to say.  A file
+    system that refuses the files (full, read-only, not a real one) raises
+    ``ReportNotWritten``, and the files stay as they were.
     """
     failed = []
+    files: dict[Path, str] = {}
     for name, render in RENDERERS:
         try:
-            text = render(result)
+            files[directory / name] = render(result)
         except Exception as exc:  # a report bug must not lose the run's evidence
             failed.append(f"{name}: {type(exc).__name__}: {exc}")
-            continue
-        write_atomic(directory / name, text)
+    scripts: dict[Path, str] = {}
     try:
-        _write_scripts(result, directory)
+        scripts = _scripts(result, directory / "reproduce")
     except Exception as exc:  # as above: a script bug costs the scripts, not the run
         failed.append(f"reproduce/: {type(exc).__name__}: {exc}")
+    try:
+        write_all({**files, **scripts}, executable=frozenset(scripts))
+    except OSError as exc:
+        raise ReportNotWritten(str(directory), exc.strerror or str(exc)) from exc
+    _remove_stale(directory / "reproduce", keep=scripts)
     return failed
 
 
-def _write_scripts(result: RunResult, directory: Path) -> None:
-    """One executable reproduction per finding whose reproduction names a script; scripts of an
-    earlier run in this directory go, so none can be taken for this run's."""
-    written = set()
+def _scripts(result: RunResult, directory: Path) -> dict[Path, str]:
+    """One executable reproduction per script the findings name (one per key: its findings
+    share it)."""
+    scripts: dict[Path, str] = {}
     for outcome in result.outcomes:
-        for finding in outcome.findings:
-            if not finding.reproduce.endswith(".sh"):
-                continue
-            path = directory / "reproduce" / Path(shlex.split(finding.reproduce)[-1]).name
-            write_atomic(path, reproduction_script(result, outcome, finding))
-            path.chmod(0o755)
-            written.add(path.name)
-    scripts = directory / "reproduce"
-    if scripts.is_dir():
-        for stale in scripts.glob("*.sh"):
-            if stale.name not in written:
+        groups = sharing_scripts(outcome.findings)
+        index = EventIndex(outcome.events) if groups else None
+        for line, findings in groups.items():
+            path = directory / Path(shlex.split(line)[-1]).name
+            if path not in scripts:
+                scripts[path] = reproduction_script(result, outcome, findings, index)
+    return scripts
+
+
+def _remove_stale(directory: Path, *, keep: dict[Path, str]) -> None:
+    """Scripts of an earlier run in this directory go, so none can be taken for this run's."""
+    if directory.is_dir():
+        for stale in directory.glob("*.sh"):
+            if stale not in keep:
                 stale.unlink()
 
 

@@ -7,11 +7,13 @@ the protocol.  Keyed by the stable property ids of ../shared/DESIGN.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness._findings import Klass
+from harness._history import NEMESIS, Event
 
-__all__ = ["KLASS_MEANING", "PLAIN", "Explanation", "explain"]
+__all__ = ["KLASS_MEANING", "PLAIN", "Explanation", "explain", "incident_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,40 @@ KLASS_MEANING: dict[Klass, str] = {
 }
 
 
-def explain(property_id: str) -> Explanation:
-    """The plain words for ``property_id``; an id this module does not know is said as is."""
-    return PLAIN.get(property_id, Explanation(f"Property {property_id} did not hold", ""))
+#: A queue consumer's P9: what a consumer lives through is not only a crash.
+_CONSUMER_P9_MEANING = (
+    "After the consumer is killed, or its broker connection is cut or stalls, the messages it "
+    "had not acked come back: their redeliveries must converge to exactly one effect, and no "
+    "key may stay claimed past the promised lease. Before the lease has run out a claimed key "
+    "is not stuck: the verdict is unknown until the harness has waited for it.")
+#: What a nemesis event a P9 finding cites did, as the start of its headline.
+_INCIDENTS = {"crash": "A crash", "exit": "A crash", "connection-stall": "A stalled broker "
+              "connection", "connection-cut": "A cut broker connection", "ack-held": "A held "
+              "ack and a cut connection"}
+
+
+def incident_of(cited: Iterable[Event]) -> str | None:
+    """What broke in a P9 finding's own evidence (its first crash or fault), in a headline's
+    words; None when it cites none."""
+    for event in cited:
+        if event.process != NEMESIS or event.f not in ("crash", "exit", "fault"):
+            continue
+        if event.f != "fault":
+            return _INCIDENTS[event.f]
+        if event.value.get("where") == "store":
+            return "A store outage"
+        return _INCIDENTS.get(str(event.value.get("fault")), "A network fault")
+    return None
+
+
+def explain(property_id: str, *, incident: str | None = None,
+            consumer: bool = False) -> Explanation:
+    """The plain words for ``property_id``; an id this module does not know is said as is.
+    A P9 finding's headline names its ``incident`` (``incident_of``), and a queue consumer's
+    meaning speaks of redeliveries."""
+    plain = PLAIN.get(property_id, Explanation(f"Property {property_id} did not hold", ""))
+    if property_id != "P9":
+        return plain
+    headline = f"{incident} left the key broken" if incident else (
+        "A crash or a lost connection left the key broken" if consumer else plain.headline)
+    return Explanation(headline, _CONSUMER_P9_MEANING if consumer else plain.meaning)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness._outcomes import RunResult
 from harness.reports._files import write_atomic
+from harness.reports._narrow import narrowed
 from harness.reports._results import tool_version
 from harness.reports._runview import RunView, counterpart, run_view
 from harness.reports._sections import Sections, read_sections
@@ -72,6 +73,10 @@ class _RunBlock:
     intro: str | None = None
     href: str | None = None
     story: Diagram | None = None
+
+    @property
+    def narrow_story(self) -> Diagram | None:
+        return narrowed(self.story) if self.story is not None else None
 
 
 def render_html(result: RunResult, *, sections: Sections | None = None) -> str:

@@ -17,7 +17,7 @@ from harness._errors import UsageError
 from harness._findings import Verdict
 from harness._history import Event, History, event_from_json
 from harness._outcomes import RunResult, ScenarioOutcome
-from harness._target import Target, target_model
+from harness._target import Target, saved_target
 from harness.consumer._account import add_accounts
 
 __all__ = ["SCHEMA", "load_run", "render_history", "render_results", "requests_sent",
@@ -120,9 +120,8 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], Target, dict[str, list[Even
                              "`idem-harness run` (give the directory the run wrote)")
     try:
         results = json.loads(results_path.read_text())
-        definition = results["target"]["definition"]
-        target = target_model(definition).model_validate(
-            {**definition, "source": results["target"]["source"]})
+        target = saved_target(results["target"]["definition"],
+                              source=results["target"]["source"] or "")
         histories: dict[str, list[Event]] = defaultdict(list)
         for line in history_path.read_text().splitlines():
             if line.strip():

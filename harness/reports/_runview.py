@@ -8,24 +8,28 @@ presentation (order, anchors, colours); the verdicts are the checker's.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness._analysis import View, describe_identity
 from harness._checker import PROPERTIES
 from harness._durations import format_duration
-from harness._findings import Finding, Note, klass_of
+from harness._findings import Finding, Klass, Note, klass_of
 from harness._nemesis import FAULTS
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._reproduce import script_for
+from harness._reproduction import EventIndex, reproduction_for
 from harness.consumer._reproduce import consumer_script
 from harness.consumer._target import ConsumerTarget
-from harness.reports._explain import KLASS_MEANING, Explanation, explain
+from harness.reports._explain import KLASS_MEANING, Explanation, explain, incident_of
+from harness.reports._narrow import narrowed
 from harness.reports._results import requests_sent, run_account, verdict_counts
 from harness.reports._sequence import Diagram, Storyboard, sequence_diagram
 
-__all__ = ["DIAGRAMS_PER_KIND", "Cell", "FindingView", "PropertyColumn", "RunView", "ScenarioRow",
-           "counterpart", "reproduction_script", "run_view"]
+__all__ = ["CARDS", "DIAGRAMS_PER_KIND", "LISTED", "Cell", "FindingView", "PropertyColumn",
+           "PropertySummary", "RunView", "ScenarioRow", "by_key", "counterpart",
+           "reproduction_script", "run_view", "sharing_scripts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +77,18 @@ class ScenarioRow:
 #: Findings of one property in one scenario drawn in full; a load run can have thousands, and
 #: nobody reads the thousandth diagram, so the rest are listed without one.
 DIAGRAMS_PER_KIND = 10
+#: Keys with findings shown as a card each; the next ``LISTED`` as a line each, and the rest
+#: counted (results.json holds every one): a load run's page stays a page, not 128,000 px.
+CARDS = 20
+LISTED = 100
 
 
 @dataclass(frozen=True, slots=True)
 class FindingView:
+    """One key's findings in one scenario, as one card (a finding without a key stands alone):
+    the first, safety first, tells the headline and what the diagram highlights; each says
+    what happened.  ``also``: the key's other findings, each with its property's title."""
+
     anchor: str
     scenario: str
     finding: Finding
@@ -87,6 +99,31 @@ class FindingView:
     faults: tuple[tuple[str, str], ...]
     elided: bool = False
     script: str = ""  # the reproduction script's text, when the reproduction is a script
+    also: tuple[tuple[Finding, str], ...] = ()
+    narrow: Diagram | None = None  # the same diagram for a phone's screen
+
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return (self.finding, *(finding for finding, _ in self.also))
+
+    @property
+    def properties(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(f.property for f in self.findings))
+
+    @property
+    def klass(self) -> Klass:
+        return "safety" if any(f.klass == "safety" for f in self.findings) else "conformance"
+
+
+@dataclass(frozen=True, slots=True)
+class PropertySummary:
+    """One property's findings over the run: how many, on how many keys, in which scenarios."""
+
+    column: PropertyColumn
+    findings: int
+    keys: int
+    scenarios: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -109,23 +146,53 @@ class RunView:
     accounts: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     @property
+    def each_finding(self) -> list[Finding]:
+        return [f for card in self.findings for f in card.findings]
+
+    @property
+    def cards(self) -> tuple[FindingView, ...]:
+        """The keys shown in full."""
+        return self.findings[:CARDS]
+
+    @property
+    def listed(self) -> tuple[FindingView, ...]:
+        """The keys after them, a line each."""
+        return self.findings[CARDS:CARDS + LISTED]
+
+    @property
+    def left_out(self) -> int:
+        """Keys with findings the page only counts (results.json has them)."""
+        return max(0, len(self.findings) - CARDS - LISTED)
+
+    @property
     def safety(self) -> int:
-        return sum(1 for f in self.findings if f.finding.klass == "safety")
+        return sum(1 for f in self.each_finding if f.klass == "safety")
 
     @property
     def conformance(self) -> int:
-        return sum(1 for f in self.findings if f.finding.klass == "conformance")
+        return sum(1 for f in self.each_finding if f.klass == "conformance")
 
     @property
     def by_property(self) -> list[tuple[PropertyColumn, int]]:
         """Each property with findings, and how many, in id order."""
-        found = Counter(f.finding.property for f in self.findings)
+        found = Counter(f.property for f in self.each_finding)
         return [(p, found[p.id]) for p in self.properties if found[p.id]]
 
     @property
+    def summary(self) -> list[PropertySummary]:
+        """The findings by property and key, in id order."""
+        summaries = []
+        for column, count in self.by_property:
+            cards = [card for card in self.findings if column.id in card.properties]
+            scenarios = tuple(dict.fromkeys(card.scenario for card in cards))
+            summaries.append(PropertySummary(column, count, len(cards), scenarios))
+        return summaries
+
+    @property
     def headline(self) -> str:
-        found = len(self.findings)
-        findings = (f"{found} finding{'s' if found != 1 else ''}: {self.safety} safety, "
+        found, keys = len(self.each_finding), len(self.findings)
+        on = f" on {keys} key{'s' if keys != 1 else ''}" if keys != found else ""
+        findings = (f"{found} finding{'s' if found != 1 else ''}{on}: {self.safety} safety, "
                     f"{self.conformance} conformance")
         if self.verdict == "pass":
             held = self.counts.get("pass", 0)
@@ -141,9 +208,20 @@ class RunView:
         return findings
 
 
+def by_key(findings: Sequence[Finding]) -> list[list[Finding]]:
+    """The findings grouped by key, safety first, in the order they came; a finding without a
+    key is a group of its own."""
+    ordered = sorted(findings, key=lambda f: f.klass != "safety")
+    groups: dict[object, list[Finding]] = {}
+    for number, finding in enumerate(ordered):
+        groups.setdefault(finding.key if finding.key is not None else number, []).append(finding)
+    return list(groups.values())
+
+
 def run_view(result: RunResult, *, prefix: str = "") -> RunView:
     """The page's view of ``result``; ``prefix`` keeps anchors apart when a page shows two runs."""
     replay_marker = result.target.promises.replay_marker
+    consumer = isinstance(result.target, ConsumerTarget)
     columns = tuple(PropertyColumn(pid, PROPERTIES[pid].title, klass_of(pid))
                     for pid in PROPERTIES.ids())
     titles = {column.id: column.title for column in columns}
@@ -153,19 +231,30 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
         if not outcome.findings:
             continue
         board = Storyboard(outcome.events, replay_marker=replay_marker)
+        index = EventIndex(outcome.events)
+        groups = sharing_scripts(outcome.findings)
+        by_index = {e.index: e for e in outcome.events}
         drawn: Counter[str] = Counter()
-        for finding in outcome.findings:
+        for group in by_key(outcome.findings):
+            first = group[0]
             anchor = f"{prefix}finding-{len(findings) + 1}"
-            anchors.setdefault((outcome.name, finding.property), anchor)
-            drawn[finding.property] += 1
-            draw = drawn[finding.property] <= DIAGRAMS_PER_KIND
-            diagram = board.draw(finding.events, finding=finding) if draw else None
-            script = (reproduction_script(result, outcome, finding)
-                      if finding.reproduce.endswith(".sh") else "")
-            findings.append(_finding_view(anchor, outcome.name, finding,
-                                          titles.get(finding.property, ""), diagram,
-                                          elided=not draw, script=script))
-    findings.sort(key=lambda f: f.finding.klass != "safety")  # stable: scenario order stays
+            for finding in group:
+                anchors.setdefault((outcome.name, finding.property), anchor)
+            drawn[first.property] += 1
+            draw = drawn[first.property] <= DIAGRAMS_PER_KIND and len(findings) < CARDS
+            cited = sorted({i for finding in group for i in finding.events})
+            diagram = board.draw(cited, finding=first) if draw else None
+            script = ""
+            if first.reproduce in groups and draw:
+                script = reproduction_script(result, outcome, groups[first.reproduce], index)
+            plain = explain(first.property, consumer=consumer,
+                            incident=incident_of(by_index[i] for i in first.events
+                                                 if i in by_index))
+            also = tuple((f, titles.get(f.property, "")) for f in group[1:])
+            findings.append(_finding_view(anchor, outcome.name, first,
+                                          titles.get(first.property, ""), diagram, plain,
+                                          elided=not draw, script=script, also=also))
+    findings.sort(key=lambda f: f.klass != "safety")  # stable: scenario order stays
     rows = tuple(_row(outcome, columns, anchors, prefix) for outcome in result.outcomes)
     return RunView(
         target=result.target.name,
@@ -194,23 +283,38 @@ def _accounts(result: RunResult) -> tuple[tuple[str, dict[str, Any]], ...]:
 
 
 def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
-                  diagram: Diagram | None, *, elided: bool, script: str) -> FindingView:
+                  diagram: Diagram | None, plain: Explanation, *, elided: bool,
+                  script: str, also: tuple[tuple[Finding, str], ...]) -> FindingView:
     faults = tuple((name, FAULTS[name].summary if name in FAULTS else "")
                    for name in (diagram.faults if diagram else ()))
-    return FindingView(anchor, scenario, finding, title, explain(finding.property),
-                       KLASS_MEANING[finding.klass], diagram, faults, elided=elided,
-                       script=script)
+    view = FindingView(anchor, scenario, finding, title, plain, "", diagram, faults,
+                       elided=elided, script=script, also=also,
+                       narrow=narrowed(diagram) if diagram is not None else None)
+    return replace(view, klass_meaning=KLASS_MEANING[view.klass])
 
 
-def reproduction_script(result: RunResult, outcome: ScenarioOutcome, finding: Finding) -> str:
-    """The script that replays ``finding`` of ``outcome`` (the report directory writes it where
-    the finding's reproduction line says; the page shows it)."""
+def reproduction_script(result: RunResult, outcome: ScenarioOutcome,
+                        findings: Sequence[Finding], index: EventIndex | None = None) -> str:
+    """The script that replays ``findings`` of ``outcome``, the findings that share one
+    reproduction line (one key's); the report directory writes it where that line says and the
+    page shows it.  ``index``: the outcome's history, indexed once for all its scripts."""
+    first = findings[0]
     if isinstance(result.target, ConsumerTarget):
-        return consumer_script(finding, outcome.events, result.target, scenario=outcome.name,
+        return consumer_script(first, outcome.events, result.target, scenario=outcome.name,
                                seed=result.seed)
-    return script_for(finding, outcome.events, result.target,
-                      scenario=outcome.name, seed=result.seed,
-                      base_url=result.target.url or "http://127.0.0.1:8000")
+    reproduction = reproduction_for(findings, index or EventIndex(outcome.events), result.target,
+                                    scenario=outcome.name, seed=result.seed)
+    klass = "safety" if any(f.klass == "safety" for f in findings) else "conformance"
+    return script_for(reproduction, result.target, klass=klass)
+
+
+def sharing_scripts(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
+    """The findings whose reproduction is a script, by that script's line."""
+    groups: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.reproduce.endswith(".sh"):
+            groups.setdefault(finding.reproduce, []).append(finding)
+    return groups
 
 
 def _row(outcome: ScenarioOutcome, columns: tuple[PropertyColumn, ...],

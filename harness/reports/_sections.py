@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness._durations import format_duration
+
 __all__ = [
     "FaultWindow",
     "LoadPoint",
@@ -204,6 +206,8 @@ def _flatten(figures: Mapping[str, Any], prefix: str = "") -> list[tuple[str, st
     for name, value in figures.items():
         if isinstance(value, Mapping):
             rows += _flatten(value, f"{prefix}{name}.")
+        elif name == "seconds" and isinstance(value, int | float):
+            rows.append((f"{prefix}{name}", format_duration(float(value))))
         else:
             rows.append((f"{prefix}{name}", _text(value)))
     return rows
@@ -228,10 +232,30 @@ def parse_load(data: Any) -> LoadSection:
         FaultWindow(float(w["start"]), float(w["end"]), str(w.get("fault", "fault")))
         for w in (_object(window, "a fault window") for window in load.get("fault_windows", []))
     )
-    settings = tuple((name.replace("_", " "), _text(value))
+    settings = tuple((name.replace("_", " "), _setting(name, value))
                      for name, value in _object(load.get("settings", {}), "settings").items()
                      if value is not None)
     return LoadSection(figures, tuple(sorted(timeline, key=lambda p: p.t)), windows, settings)
+
+
+#: Load settings that are durations in seconds, shares of the charges, and rates.
+_DURATIONS = frozenset({"duration", "request_timeout"})
+_SHARES = frozenset({"double_submit", "reuse"})
+
+
+def _setting(name: str, value: Any) -> str:
+    """A load setting as a person reads it, and can paste back into the command: a seed as it
+    was given (no thousands separators), durations and rates with their units."""
+    if name == "seed":
+        return str(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if name in _DURATIONS:
+            return format_duration(float(value))
+        if name in _SHARES:
+            return f"{value * 100:.4g}% of charges"
+        if name == "spawn_rate":
+            return f"{value:g} users/s"
+    return _text(value)
 
 
 def parse_story(data: Any) -> StorySection:
@@ -245,7 +269,7 @@ def parse_story(data: Any) -> StorySection:
     )
     seconds = story.get("seconds")
     return StorySection(
-        seed=_text(story.get("seed")),
+        seed=str(story.get("seed", "")),
         examples=_text(story.get("examples")),
         seconds=float(seconds) if isinstance(seconds, int | float) else None,
         property=_text(story.get("property")),

@@ -30,8 +30,9 @@ from harness._findings import Finding
 from harness._history import Event
 from harness._target import ReplayMarker
 
-__all__ = ["BLOCKING", "Band", "Box", "Diagram", "Label", "Lane", "LaneName", "Line", "Row",
-           "Storyboard", "finding_diagram", "sequence_diagram"]
+__all__ = ["BLOCKING", "BOTTOM", "CHAR", "TOP", "WIDE", "Band", "Box", "Diagram", "Label", "Lane",
+           "LaneName", "Layout", "Line", "Row", "Storyboard", "finding_diagram",
+           "sequence_diagram"]
 
 #: A queue consumer's diagram has the producer, the broker and the consumer instead of the
 #: client and the server (harness/consumer/_sequence.py).
@@ -115,6 +116,24 @@ class Band:
     title: str
 
 
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where a row's parts sit, from its top: wide, the time in a column of its own and each
+    label along its arrow; narrow (``_narrow.py``, for a phone), the time and the label on a
+    line of their own above the arrow."""
+
+    narrow: bool = False
+    row_height: float = ROW
+    line_dy: float = ROW * 0.66
+    label_dy: float = ROW * 0.66 - 6
+    box_dy: float = 5.0
+    head_half: float = 52.0
+    time_x: float | None = 12.0
+
+
+WIDE = Layout()
+
+
 @dataclass(frozen=True)
 class Diagram:
     title: str
@@ -124,6 +143,7 @@ class Diagram:
     rows: tuple[Row, ...]
     bands: tuple[Band, ...] = ()
     faults: tuple[str, ...] = ()
+    layout: Layout = WIDE
 
     @property
     def highlighted(self) -> int:
@@ -186,11 +206,14 @@ class Storyboard:
         context = self._context
         identities = _identities(chosen)
         commits: _Commits = {}
+        unplaced: dict[Identity, list[str | None]] = {}
         for identity in identities:
-            for commit in _commits(context, identity):
+            placed = _commits(context, identity)
+            for commit in placed:
                 commits[commit.attempt.invoke.index] = commit
+            unplaced[identity] = _unplaced(context, identity, placed)
 
-        rows = _rows(chosen, context, commits, identities, finding)
+        rows = _rows(chosen, context, commits, identities, finding, unplaced)
         height = TOP + ROW * len(rows) + BOTTOM
         title = f"{finding.property} {finding.key or ''}" if finding else ", ".join(
             describe_identity(i) for i in identities)
@@ -328,11 +351,24 @@ def _commits(context: _Context, identity: Identity) -> list[_Commit]:
     return [_Commit(c.attempt, c.resource, c.inferred, n) for n, c in enumerate(commits, 1)]
 
 
+def _unplaced(context: _Context, identity: Identity, placed: list[_Commit]) -> list[str | None]:
+    """The charges the ledger holds that no row places at an attempt: no answer named them, and
+    the attempts whose answers never came are not one each (two lost answers, one charge).
+    Drawn beside the ledger, so that a diagram never counts more charges than it shows."""
+    seen = context.view.effects.get(identity)
+    if seen is None or seen.count is None:
+        return []
+    resources = {c.resource for c in placed}
+    if seen.ids is not None:
+        return [charge for charge in seen.ids if charge not in resources]
+    return [None] * max(0, seen.count - len(placed))
+
+
 # ---- rows --------------------------------------------------------------------------------
 
 
 def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities: list[Identity],
-          finding: Finding | None) -> list[Row]:
+          finding: Finding | None, unplaced: dict[Identity, list[str | None]]) -> list[Row]:
     start = chosen[0].time
     processes = {e.process for e in chosen if e.f == "request"}
     several = len(identities) > 1
@@ -395,6 +431,11 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             add(shape.kind, event, highlight=event.index in marks.answers, lines=shape.lines,
                 crosses=shape.crosses, labels=shape.labels)
         elif event.f == "effects":
+            placed = sum(1 for c in commits.values() if c.attempt.identity == event.identity)
+            for ordinal, charge in enumerate(unplaced.get(event.identity, []), placed + 1):
+                duplicate = (finding is not None and finding.property in DUPLICATES
+                             and event.identity in ours and ordinal > 1)
+                rows.append(_orphan_row(charge, ordinal, rows, event.time - start, duplicate))
             add("ledger", event, highlight=event.index in marks.ledgers,
                 boxes=(_box("store", _ledger_text(event, several)),))
         elif event.f in ("fault", "heal"):
@@ -460,6 +501,19 @@ def _commit_row(commit: _Commit, rows: list[Row], elapsed: float, marks: _Marks)
                highlight=commit.attempt.invoke.index in marks.commits,
                lines=(Line(LANE_X["server"], LANE_X["store"], dashed=commit.inferred),),
                labels=(Label(LANE_X["server"] + 8, _fit(text, 36)),))
+
+
+def _orphan_row(charge: str | None, ordinal: int, rows: list[Row], elapsed: float,
+                highlight: bool) -> Row:
+    """A charge the ledger holds that no answer named and no lost answer can be tied to."""
+    name = ORDINALS[ordinal - 1] if ordinal <= len(ORDINALS) else f"#{ordinal}"
+    text = f"{name} charge: {_short(charge) if charge else 'unnamed'} (no answer named it)"
+    return Row("commit", TOP + ROW * len(rows), _elapsed(elapsed),
+               f"the ledger holds {charge or 'a charge'}, which no answer named: the server "
+               "committed it in an attempt whose answer never came", None,
+               highlight=highlight,
+               lines=(Line(LANE_X["server"], LANE_X["store"], dashed=True),),
+               labels=(Label(LANE_X["server"] + 8, _fit(text, 44)),))
 
 
 @dataclass(frozen=True, slots=True)

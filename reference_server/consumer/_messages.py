@@ -80,11 +80,16 @@ class Delivery:
     """Earlier deliveries of this message (a quorum queue's ``x-delivery-count``; 0 first)."""
 
     def header(self, name: str) -> Any:
+        """The value of header ``name`` in any letter case; ``Poison`` when the message
+        carries it in two spellings (``Idempotency-Key`` and ``idempotency-key``): picking one
+        would be a guess, as two ``Idempotency-Key`` headers of an HTTP request are."""
         wanted = name.lower()
-        for key, value in self.headers.items():
-            if key.lower() == wanted:
-                return value
-        return None
+        found = [(key, value) for key, value in self.headers.items() if key.lower() == wanted]
+        if len(found) > 1:
+            spellings = " and ".join(repr(key) for key, _ in found)
+            raise Poison(f"the message carries the {name} header twice ({spellings}): which "
+                         "one holds the key is ambiguous; send it once")
+        return found[0][1] if found else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +112,7 @@ def _key(value: Any, what: str) -> str:
     if not isinstance(value, bytes):
         raise Poison(f"the {what} must be a string, not {type(value).__name__}")
     try:
-        return parse_key([value])
+        return parse_key([value], http_header=False)
     except InvalidKey as exc:
         raise Poison(f"the {what} is not a usable key: {exc}") from None
 

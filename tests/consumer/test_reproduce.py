@@ -39,11 +39,15 @@ def test_a_consumer_finding_replays_from_its_script_after_the_run(broker: str,
     script = Path(command[1]).read_text()
     assert "reproduce/lost-ack-1.sh" in (report / "index.html").read_text()
 
-    # The run is over, its consumers and proxies gone; the script starts everything again.
+    # The run is over, its consumers and proxies gone; the script starts everything again,
+    # and leaves no temporary directory behind.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     replay = subprocess.run(command, capture_output=True, text=True, timeout=240,
-                            env={**os.environ, "IDEM_AMQP_URL": broker})
+                            env={**os.environ, "IDEM_AMQP_URL": broker, "TMPDIR": str(scratch)})
     assert replay.returncode == 1, replay.stdout + replay.stderr
     assert "reproduced: P1 broke again in lost-ack" in replay.stdout
+    assert list(scratch.iterdir()) == []
 
     # The target is the script's own: without the flaw in it, the same replay holds (the
     # broker given as the script's argument this time).

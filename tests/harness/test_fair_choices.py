@@ -189,3 +189,30 @@ def test_nothing_charged_yet_while_a_request_of_the_key_still_runs_is_no_lost_ou
     story.attempt("k1", 200, attempt=2, headers=replayed())
     story.effects("k1", 0)
     assert findings(story, "P2") == []
+
+
+def test_a_first_request_that_replays_its_own_commit_after_a_store_cut_is_no_early_replay(
+) -> None:
+    """Issue 27's store proxy cut the acknowledgement of a commit: the service retried, found
+    the answer it had stored, and replayed it to this very first request."""
+    story = Story()
+    original = story.invoke("k1")
+    story.fault("cut-after-write", where="store")
+    story.heal("cut-after-write", where="store")
+    story.answer(original, 201, resource="ch_1", headers=replayed())
+    story.effects("k1", 1, ids=["ch_1"])
+    assert findings(story, "P3") == []
+    early = Story()
+    early.attempt("k1", 201, resource="ch_1", headers=replayed())
+    early.effects("k1", 1, ids=["ch_1"])
+    assert any("nothing was stored yet" in m for m in findings(early, "P3"))
+
+
+def test_hostile_input_told_to_try_later_was_never_judged() -> None:
+    """django-idempotency-key's storage lock answers 423 to any request while another holds
+    it: a hostile body answered so was neither accepted nor refused."""
+    story = Story()
+    story.attempt("k1", 423, label="hostile:not-json")
+    story.effects("k1", 0)
+    result = story.check("P10", promises=LOCKED)
+    assert result.findings == [] and result.results["P10"].verdict == "unknown"

@@ -45,7 +45,7 @@ def test_a_row_that_found_much_wraps_within_100_columns() -> None:
         matrix.cells[(row.label, name)] = MatrixCell("fail", ("P1", "P2", "P9"))
     text = render_matrix_lines(matrix)
     assert all(len(line) <= 100 for line in text.splitlines()), text
-    assert f"{names[-1]}: P1, P2, P9" in text.replace("\n" + " " * 46, " ")
+    assert f"{names[-1]}: P1, P2, P9" in " ".join(text.split())  # wherever it wrapped
     assert "All rows as expected." in text
 
 

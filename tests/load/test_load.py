@@ -98,4 +98,5 @@ def test_a_flawed_server_duplicates_under_a_retry_storm(toxiproxy_server: Toxipr
     assert result.figures["duplicates"] == len(duplicates) >= 1
     findings = [f for f in result.check.findings if f.property == "P1"] if result.check else []
     assert {f.key for f in findings} == set(duplicates)
-    assert all(f.key and f.key.split("/")[-1] in f.reproduce for f in findings)
+    assert all(f.key and f.reproduce.startswith(f"bash {tmp_path}/reproduce/load-")
+               for f in findings)

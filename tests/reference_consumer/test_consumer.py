@@ -195,3 +195,14 @@ def test_several_consumers_on_one_postgresql(
         assert all(c.count(is_("deliver")) > 0 for c in pair)  # both consumers took messages
     else:
         assert max(effects) == 2, effects
+
+
+def test_a_key_header_in_two_spellings_is_dead_lettered_as_ambiguous(
+    correct: ConsumerProcess, rabbitmq_server: RabbitServer,
+) -> None:
+    first, second = unique("k"), unique("k")
+    publish(rabbitmq_server.url, correct.queue,
+            [{"headers": {"Idempotency-Key": first, "idempotency-key": second}}])
+    correct.wait_for("the ambiguous message's poison event",
+                     lambda e: e["type"] == "poison" and "header twice" in e.get("reason", ""))
+    assert correct.effects(first) == correct.effects(second) == 0

@@ -44,6 +44,9 @@ def test_equal_json_is_the_same_job() -> None:
     (_delivery(**{"Idempotency-Key": 7}), "must be a string"),
     (_delivery(b"not json", **{"Idempotency-Key": "k"}), "not a valid charge"),
     (_delivery(b'{"amount": 0, "currency": "EUR"}'), "amount must be"),
+    (_delivery(**{"Idempotency-Key": "k-1", "idempotency-key": "k-2"}), "header twice"),
+    (_delivery(b'{"amount": 1, "amount": 5000, "currency": "EUR"}', **{"Idempotency-Key": "k"}),
+     "appears more than once"),
 ])
 def test_poison_says_why(delivery: Delivery, says: str) -> None:
     with pytest.raises(Poison) as caught:

@@ -59,15 +59,17 @@ def test_a_failing_run_shows_its_verdict_findings_and_diagrams(
     assert verdict.is_visible()
     assert "FAIL" in verdict.inner_text()
     cards = opened.page.locator("article.finding")
-    assert cards.count() == len(findings)
-    for card, finding in zip(cards.all(), _safety_first(findings), strict=True):
+    by_key = _by_key(findings)
+    assert cards.count() == len(by_key)  # one card per key, with every finding of it
+    for card, group in zip(cards.all(), by_key, strict=True):
         assert card.is_visible()
-        assert card.get_attribute("data-property") == finding["property"]
-        assert str(finding["message"]) in card.inner_text()
-    sizes = _visible_size(opened, "article.finding svg.sequence")
-    assert len(sizes) == len(findings)
+        assert card.get_attribute("data-property") == " ".join(
+            dict.fromkeys(str(f["property"]) for f in group))
+        assert all(str(finding["message"]) in card.inner_text() for finding in group)
+    sizes = _visible_size(opened, "article.finding svg.sequence.wide")
+    assert len(sizes) == cards.count()
     assert all(width > 300 and height > 100 for width, height in sizes)
-    assert opened.page.locator("article.finding svg.sequence .row.hl").count() >= len(findings)
+    assert opened.page.locator("article.finding svg.sequence.wide .row.hl").count() >= len(by_key)
     assert screenshot.stat().st_size > 10_000
 
 
@@ -95,9 +97,9 @@ def test_the_training_page_shows_the_flaw_the_fix_and_the_same_story_fixed(
     assert "FAIL" in opened.page.locator("#flawed-verdict").inner_text()
     assert "PASS" in opened.page.locator("#fixed-verdict").inner_text()
     flawed_cards = opened.page.locator("#flawed-run article.finding")
-    assert flawed_cards.count() == len(_findings_of(demo_run.directory / "flawed"))
+    assert flawed_cards.count() == len(_by_key(_findings_of(demo_run.directory / "flawed")))
     assert all(card.is_visible() for card in flawed_cards.all())
-    story = _visible_size(opened, "#fixed-run figure.diagram svg.sequence")
+    story = _visible_size(opened, "#fixed-run figure.diagram svg.sequence.wide")
     assert len(story) == 1 and story[0][1] > 100
     assert "replay" in opened.page.locator("#fixed-run figure.diagram").inner_text()
 
@@ -137,8 +139,12 @@ def test_matrix_load_and_explorer_sections_render(
     assert opened.page.locator("#story").inner_text().count("state.") >= 4
 
 
-def _safety_first(findings: list[dict[str, object]]) -> list[dict[str, object]]:
-    return sorted(findings, key=lambda f: f["class"] != "safety")
+def _by_key(findings: list[dict[str, object]]) -> list[list[dict[str, object]]]:
+    """The findings as the page groups them: by key, safety first, in their order."""
+    groups: dict[object, list[dict[str, object]]] = {}
+    for number, finding in enumerate(sorted(findings, key=lambda f: f["class"] != "safety")):
+        groups.setdefault(finding["key"] or number, []).append(finding)
+    return list(groups.values())
 
 
 # --- every page at a desktop and a phone width (issue 14, item 18) -------------------------------
@@ -147,8 +153,9 @@ def _safety_first(findings: list[dict[str, object]]) -> list[dict[str, object]]:
 WIDTHS = (1400, 400)
 #: Below this a person has to zoom to read a label; the diagrams scroll in their own box instead.
 READABLE_PX = 10.0
-LOAD_SETTINGS = {"target": "reference-server (correct, SQLite)", "users": "4", "spawn rate": "20",
-                 "duration": "4", "chaos": "storm", "seed": "3"}
+LOAD_SETTINGS = {"target": "reference-server (correct, SQLite)", "users": "4",
+                 "spawn rate": "20 users/s", "duration": "4s", "request timeout": "2s",
+                 "chaos": "storm", "seed": "3"}
 
 #: What a person at this width meets: sideways scroll of the page, badges sticking out of the
 #: box they sit in (scroll boxes excepted: a table or a diagram may scroll inside its own box),
@@ -175,6 +182,7 @@ LAYOUT_JS = """() => {
     const sizes = [];
     for (const text of document.querySelectorAll(svgSelector + ' text')) {
       const svg = text.ownerSVGElement;
+      if (!svg.getClientRects().length) continue;  // the other width's diagram, not shown
       const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
       if (text.textContent.trim()) sizes.push(parseFloat(getComputedStyle(text).fontSize) * scale);
     }
@@ -194,11 +202,12 @@ class RealPages:
     explore: Path
     load: Path
     sections: Path
+    load_flawed: Path
 
     def page(self, name: str) -> Path:
         return {"failing-run": self.demo / "flawed", "passing-run": self.demo / "fixed",
                 "training": self.demo, "explore": self.explore, "load": self.load,
-                "sections": self.sections}[name] / "index.html"
+                "sections": self.sections, "load-flawed": self.load_flawed}[name] / "index.html"
 
 
 #: The command lines whose pages the width tests open, besides the demo's.
@@ -207,8 +216,12 @@ COMMANDS = {
                 "1", "--shrink-time", "3s", "--quiet"],
     "load": ["load", "--reference", "--users", "4", "--spawn-rate", "20", "--duration", "4s",
              "--chaos", "storm", "--seed", "3"],
+    # double submits race check-then-insert's claim: a page of many keys with findings
+    "load-flawed": ["load", "--reference", "--flaw", "check-then-insert", "--users", "6",
+                    "--spawn-rate", "30", "--duration", "4s", "--seed", "3"],
 }
-EXIT_CODES = {"explore": 1, "load": 0}  # the explorer finds key-only's story; the load passes
+#: The explorer finds key-only's story; the load passes; the flawed load fails.
+EXIT_CODES = {"explore": 1, "load": 0, "load-flawed": 1}
 
 
 @dataclass
@@ -273,10 +286,11 @@ def real_pages(background_runs: dict[str, Started], demo_run: DemoRun,
     sections = tmp_path_factory.mktemp("sections")
     write_sample_sections(sections, row_report=demo_run.directory / "flawed")
     return RealPages(demo_run.directory, background_runs["explore"].directory,
-                     background_runs["load"].directory, sections)
+                     background_runs["load"].directory, sections,
+                     background_runs["load-flawed"].directory)
 
 
-PAGES = ("failing-run", "passing-run", "training", "explore", "load", "sections")
+PAGES = ("failing-run", "passing-run", "training", "explore", "load", "sections", "load-flawed")
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -296,8 +310,75 @@ def test_every_page_fits_its_width_and_keeps_its_text_readable(
         assert layout[kind] is None or layout[kind] >= READABLE_PX, (kind, layout[kind])
     if name in ("failing-run", "training", "explore"):
         assert layout["sequenceText"] is not None, "the page has a sequence diagram"
-    if name in ("load", "sections"):
+    if name in ("load", "sections", "load-flawed"):
         assert layout["chartText"] is not None, "the page has the load chart"
+
+
+#: At this width, which property cells of the first scenario row are on screen (inside the
+#: window and inside their table's box, not scrolled out of it), which lane titles of the shown
+#: sequence diagrams are outside their box, where the load chart and the first finding are.
+ON_SCREEN_JS = """() => {
+  const within = (el, box) => { const r = el.getBoundingClientRect(),
+                                      b = box.getBoundingClientRect();
+                                return r.width > 0 && r.left >= Math.max(0, b.left) - 0.5
+                                       && r.right <= Math.min(innerWidth, b.right) + 0.5; };
+  const row = document.querySelector('table.props tbody tr');
+  const cells = row ? [...row.querySelectorAll('td.cell')] : [];
+  const wrap = row ? row.closest('.table-wrap') : null;
+  const diagrams = [...document.querySelectorAll('svg.sequence')]
+      .filter(svg => svg.getClientRects().length);
+  const hidden = [];
+  for (const svg of diagrams) {
+    for (const title of svg.querySelectorAll('.lane-title')) {
+      if (!within(title, svg.closest('.diagram-scroll'))) hidden.push(title.textContent);
+    }
+  }
+  const top = selector => { const el = document.querySelector(selector);
+                            return el ? el.getBoundingClientRect().top + scrollY : null; };
+  return {cells: cells.length, shown: cells.filter(c => within(c, wrap)).map(c => c.dataset.p),
+          diagrams: diagrams.length, lanesOffScreen: hidden, chart: top('#load svg.chart'),
+          firstFinding: top('.findings .finding'),
+          cards: document.querySelectorAll('article.finding').length,
+          listed: document.querySelectorAll('li.listed-finding').length,
+          height: document.scrollingElement.scrollHeight};
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", ["failing-run", "training", "load-flawed"])
+def test_every_property_and_every_lane_of_a_diagram_is_on_screen(
+        name: str, width: int, real_pages: RealPages,
+        open_page: Callable[[Path], Opened]) -> None:
+    """At 400 px the property table was cut off after P5 and a diagram showed only the
+    client's lane: every property of a scenario's row, and every lane of each diagram shown,
+    must be on screen without scrolling sideways."""
+    opened = open_page(real_pages.page(name))
+    opened.page.set_viewport_size({"width": width, "height": 900})
+    seen = opened.page.evaluate(ON_SCREEN_JS)
+
+    assert opened.errors == []
+    assert seen["cells"] == 11 and len(seen["shown"]) == 11, seen["shown"]
+    assert seen["diagrams"] >= 1 and seen["lanesOffScreen"] == [], seen["lanesOffScreen"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_failing_load_page_puts_its_charts_first_and_caps_its_findings(
+        width: int, real_pages: RealPages, open_page: Callable[[Path], Opened]) -> None:
+    from harness.reports._runview import CARDS
+
+    keys = {str(f["key"]) for f in _findings_of(real_pages.load_flawed)}
+    assert len(keys) > CARDS // 2, "the flawed load gives a page of many keys"
+    opened = open_page(real_pages.page("load-flawed"))
+    opened.page.set_viewport_size({"width": width, "height": 900})
+    opened.screenshot(f"load-flawed-{width}")
+    seen = opened.page.evaluate(ON_SCREEN_JS)
+
+    assert opened.errors == []
+    assert seen["chart"] is not None and seen["chart"] < seen["firstFinding"]
+    assert seen["cards"] == min(CARDS, len(keys))  # the rest a line each (the cap itself:
+    assert seen["listed"] == max(0, len(keys) - CARDS)  # tests/reports/test_grouped_findings)
+    assert opened.page.locator("table.by-property").is_visible()
+    assert seen["height"] < 80_000, "a page, not 128,000 px"
 
 
 def test_the_load_page_lists_the_runs_settings(real_pages: RealPages,

@@ -103,7 +103,7 @@ def test_the_demo_catches_the_flaw_and_shows_the_fix_holding(demos: dict[str, Sh
     assert shown.seconds < BUDGET
     for page in ("index.html", "flawed/index.html", "fixed/index.html"):
         assert (shown.result.report_dir / page).is_file()
-    assert "<svg class=\"sequence\"" in (shown.result.report_dir / "index.html").read_text()
+    assert "<svg class=\"sequence wide\"" in (shown.result.report_dir / "index.html").read_text()
 
 
 @pytest.mark.parametrize("name", SHOWN)
@@ -195,12 +195,14 @@ def test_the_command_line_demo_tells_the_seed_story(demo_run: DemoRun) -> None:
 def test_the_list_names_every_flaw_once_with_what_shows_it() -> None:
     result = CliRunner().invoke(main, ["demo", "--list"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    *lines, article = result.output.splitlines()
     assert len(lines) == len(failure_modes())
     for mode, line in zip(failure_modes(), lines, strict=True):
         assert line.startswith(mode.name) and mode.summary in line
         assert f"scenario {mode.scenario}" in line if mode.scenario else "no scenario" in line
-    assert any("TTL too short" in line for line in lines)
+    assert any('the article\'s common mistake "TTL too short"' in line for line in lines)
+    assert "seed" not in result.output  # it read as the random seed
+    assert "Idempotency Keys in Distributed Systems" in article
 
 
 def test_a_flaw_no_scenario_exposes_is_refused_with_the_reason(tmp_path: Path) -> None:

@@ -39,7 +39,9 @@ def test_the_page_is_self_contained() -> None:
     assert not re.search(r'(src|href)="(https?:)?//', html)
     assert "<link rel=\"stylesheet\"" not in html
     assert "<style>" in html and "<script>" in html
-    assert html.count("<svg class=\"sequence\"") == 1
+    # one diagram, drawn for a wide screen and for a phone
+    assert html.count("<svg class=\"sequence wide\"") == 1
+    assert html.count("<svg class=\"sequence narrow\"") == 1
 
 
 def test_the_page_leads_with_the_verdict_and_explains_each_finding() -> None:

@@ -130,14 +130,14 @@ def test_the_redis_corpus_service_is_judged_on_its_writes(
 
 def test_a_reproduction_says_which_write_the_cut_followed() -> None:
     from harness._history import History
-    from harness._reproduce import _nemesis_lines
+    from harness._reproduce import _told
 
     history = History()
     cut = history.record("info", "fault", "nemesis", key="k", value={
         "fault": "cut-after-write", "where": "store", "after_write": 2, "write": 2,
         "kinds": ["INSERT"], "commit": "autocommit"})
     target = load_target("reference")
-    (line,) = _nemesis_lines(cut, target)
-    assert "write 2 (INSERT) committed" in line and "network fault" not in line
+    line = _told(cut, None, target)
+    assert "write 2 (INSERT) committed" in line and "Toxiproxy" not in line
     healed = history.record("info", "heal", "nemesis", key="k", value=dict(cut.value))
-    assert _nemesis_lines(healed, target) == []
+    assert _told(healed, None, target).startswith("cut-after-write released")

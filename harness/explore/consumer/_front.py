@@ -22,6 +22,7 @@ from harness.consumer._target import ConsumerTarget
 from harness.explore._fronts import SessionOptions
 from harness.explore._story import Front as FrontName
 from harness.explore._story_session import StorySession
+from harness.explore.consumer._actions import Copies, Republish, StallMidJob
 from harness.explore.consumer._machine import machine_for
 from harness.explore.consumer._session import ConsumerSession
 from harness.explore.consumer._validity import problems_with
@@ -47,6 +48,11 @@ class ConsumerFront:
 
     def problems_with(self, actions: Sequence[Any], target: Target) -> list[str]:
         return problems_with(actions, target)
+
+    def races(self, actions: Sequence[Any]) -> bool:
+        """Copies released together, or a copy handed on while the first consumer works."""
+        return any(isinstance(a, Copies | StallMidJob)
+                   or (isinstance(a, Republish) and a.copies > 1) for a in actions)
 
     def deployed(self, target: Target, *, command: str, started_at: str,
                  report_dir: Path | None, allow_remote: bool,

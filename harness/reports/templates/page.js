@@ -7,7 +7,7 @@
     });
     list.querySelectorAll(".finding").forEach(function (card) {
       card.hidden = !(filter === "all" || card.dataset.klass === filter ||
-                      card.dataset.property === filter);
+                      card.dataset.property.split(" ").indexOf(filter) >= 0);
     });
   }
   document.querySelectorAll("[data-filters]").forEach(function (bar) {

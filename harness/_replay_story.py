@@ -1,0 +1,320 @@
+"""Playing a reproduction's story again through the harness, and saying whether it broke again.
+
+The story is played as a scenario, so the runner deploys the target, records, collects the
+effects and judges as in any run.  Each step goes out at the moment it went out in the run,
+measured from the story's first; a request that was still running when the run's next step
+began runs in the background (a slow original that a retry, a clock jump or a kill must meet),
+and where the run waited until the target reported a key in progress, the replay waits for that
+too (or until the requests in the background are over).  Requests the run released together go
+out together, through a barrier.
+A race the run lost can go the other way: the verdict says so rather than call a flaw fixed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+from harness._client import Request
+from harness._commit_proxy import AfterWrite, StoreFault
+from harness._findings import Finding
+from harness._history import NEMESIS, ORACLE, Event
+from harness._nemesis import fault_named
+from harness._oracle import record_effects, record_total
+from harness._outcomes import Handler, RunResult, ScenarioOutcome
+from harness._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
+from harness._runner import RunConfig, run_scenarios
+from harness._scenario import Scenario, ScenarioContext
+from harness._target import Target
+
+__all__ = ["Replayed", "cannot_play", "replay_reproduction", "story_scenario"]
+
+#: Requests invoked within this many seconds of each other, all still running together, were
+#: released at once in the run (a barrier): they go out at once again.
+AT_ONCE = 0.01
+#: How long the step after a background request waits for the target to report it in progress.
+IN_PROGRESS_WAIT = 5.0
+
+
+@dataclass(frozen=True)
+class _Send:
+    """A group of requests to send, released together, and whether the story goes on while
+    they run; ``strikes``: where the store proxy struck at one's write (by invoke index)."""
+
+    invokes: tuple[Event, ...]
+    timeouts: tuple[float, ...]
+    background: bool
+    strikes: Mapping[int, AfterWrite] = field(default_factory=dict)
+
+
+def _strikes(events: Sequence[Event]) -> tuple[dict[int, AfterWrite], set[int]]:
+    """The faults the store proxy struck at a request's write (a cut, a hold, a kill right
+    after the Nth committed write), by the index of the request's invoke, and the events the
+    replay does not play on their own because the strike does them again (the strike, its
+    heal, the restart after a kill)."""
+    invokes = [e for e in events if e.f == "request" and e.type == "invoke"]
+    plans: dict[int, AfterWrite] = {}
+    absorbed: set[int] = set()
+    for position, event in enumerate(events):
+        value = event.value
+        if event.process != NEMESIS or "after_write" not in value:
+            continue
+        absorbed.add(event.index)
+        if event.f not in ("fault", "crash"):
+            continue  # its heal
+        # The key's latest request sent before it: the strike may be recorded only after the
+        # client saw its connection go.
+        struck = next((i for i in reversed(invokes)
+                       if i.key == event.key and i.time <= event.time), None)
+        if struck is None:
+            continue
+        fault = str(value.get("fault", "cut-after-write")).removesuffix("-after-write")
+        plans[struck.index] = AfterWrite(int(value["after_write"]), cast(StoreFault, fault),
+                                         float(value.get("hold", 0.0)))
+        if event.f == "crash":  # send_watched starts the killed target again itself
+            restart = next((e for e in events[position + 1:] if e.f == "restart"), None)
+            if restart is not None:
+                absorbed.add(restart.index)
+    return plans, absorbed
+
+
+def _plan(events: Sequence[Event], target: Target) -> list[tuple[float, _Send | Event]]:
+    """The story's steps with their offsets from its first: groups of requests, and nemesis
+    and oracle events to play again."""
+    completions = {e.op: e for e in events if e.f == "request" and e.type != "invoke"}
+    strikes, absorbed = _strikes(events)
+    steps = [e for e in events if (e.f != "request" or e.type == "invoke")
+             and e.index not in absorbed]
+    if not steps:
+        return []
+    origin = steps[0].time
+    planned: list[tuple[float, _Send | Event]] = []
+    position = 0
+    while position < len(steps):
+        first = steps[position]
+        if first.f != "request":
+            planned.append((first.time - origin, first))
+            position += 1
+            continue
+        group = [first]
+        while (position + len(group) < len(steps)
+               and steps[position + len(group)].f == "request"
+               and steps[position + len(group)].time - first.time <= AT_ONCE):
+            group.append(steps[position + len(group)])
+        position += len(group)
+        following = steps[position].time if position < len(steps) else float("inf")
+        ends = [completions[e.op].time if e.op in completions else float("inf") for e in group]
+        timeouts = tuple(_timeout(e, completions.get(e.op), target) for e in group)
+        planned.append((first.time - origin,
+                        _Send(tuple(group), timeouts, any(end > following for end in ends),
+                              {e.index: strikes[e.index] for e in group if e.index in strikes})))
+    return planned
+
+
+def _timeout(invoke: Event, completion: Event | None, target: Target) -> float:
+    """How long the replay's client waits for this request: as long as the run's did when it
+    gave up (a fault's short timeout), else long enough for a request slowed on purpose."""
+    if completion is None:
+        return target.client.timeout
+    took = completion.time - invoke.time
+    if completion.error == "timeout":
+        return max(took, 0.05)
+    return max(target.client.timeout, took + 5.0)
+
+
+class _Player:
+    """Plays one story against a scenario context, as its ``run``."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.errors: list[BaseException] = []
+
+    def __call__(self, context: ScenarioContext) -> None:
+        instances = 1 + max((int(e.value.get("instance", 0) or 0) for e in self.events
+                             if e.f in ("request", "crash", "restart")), default=0)
+        if instances > 1:
+            context.ensure_instances(instances)
+        running: list[threading.Thread] = []
+        started = time.monotonic()
+        for at, step in _plan(self.events, context.target):
+            time.sleep(max(0.0, started + at - time.monotonic()))
+            if isinstance(step, _Send):
+                threads = self._send(context, step)
+                if step.background:
+                    running += threads
+                else:
+                    for thread in threads:
+                        thread.join()
+            elif step.f == "in-progress":  # the run waited until the target had the request
+                self._until_in_progress(context, running)
+            else:
+                self._act(context, step)
+        for thread in running:
+            thread.join()
+        if self.errors:
+            raise self.errors[0]
+
+    def _send(self, context: ScenarioContext, step: _Send) -> list[threading.Thread]:
+        barrier = threading.Barrier(len(step.invokes))
+
+        def send(invoke: Event, timeout: float) -> None:
+            instance = int(invoke.value.get("instance", 0) or 0)
+            try:
+                barrier.wait(timeout=30)
+                plan = step.strikes.get(invoke.index)
+                if plan is not None:  # the store proxy strikes at its write again
+                    context.send_watched(_request(invoke), plan=plan, process=invoke.process,
+                                         instance=instance)
+                    return
+                context.client.send(_request(invoke), process=invoke.process,
+                                    attempt=invoke.attempt or 1, timeout=timeout,
+                                    instance=instance)
+            except BaseException as exc:  # raised in the scenario's thread at the end
+                self.errors.append(exc)
+
+        threads = [threading.Thread(target=send, args=pair, daemon=True)
+                   for pair in zip(step.invokes, step.timeouts, strict=True)]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    @staticmethod
+    def _until_in_progress(context: ScenarioContext, threads: Sequence[threading.Thread]) -> None:
+        """The run went on once the target reported a request in progress: wait for that too
+        (or until the requests running in the background are over), and record it again."""
+        hook = context.target.hooks.store_size
+        if hook is None or not hook.in_progress:
+            return
+        deadline = time.monotonic() + IN_PROGRESS_WAIT
+        while time.monotonic() < deadline and any(t.is_alive() for t in threads):
+            seen = context.deployment.store_size().get("in_progress", 0)
+            if seen > 0:
+                context.history.record("ok", "in-progress", ORACLE, value={"in_progress": seen})
+                return
+            time.sleep(0.01)
+
+    @staticmethod
+    def _act(context: ScenarioContext, event: Event) -> None:
+        value = event.value
+        instance = value.get("instance")
+        nemesis = context.nemesis
+        if event.f in ("fault", "heal"):
+            fault = fault_named(str(value.get("fault")))
+            (nemesis.inject if event.f == "fault" else nemesis.heal)(fault, instance=instance)
+        elif event.f == "crash":
+            how, number = str(value.get("how", "SIGKILL")), int(instance or 0)
+            if how == "SIGKILL":
+                nemesis.kill(number)
+            else:  # the target's own crash hook, fired by the request before
+                context.deployment.wait_for_exit(number, timeout=10)
+                nemesis.crashed(how, number)
+        elif event.f == "restart":
+            nemesis.restart(int(instance or 0))
+        elif event.f == "clock":
+            context.advance_clock(float(value.get("seconds", 0.0)))
+        elif event.f == "lease-not-waited":
+            context.history.record("info", "lease-not-waited", NEMESIS, key=event.key,
+                                   tenant=event.tenant, value=dict(value))
+        elif event.f == "store-size" and context.target.hooks.store_size is not None:
+            context.observe_store_size()
+        elif event.f == "effects" and context.deployment.oracle is not None:
+            record_effects(context.history, context.deployment.oracle, event.tenant, event.key)
+        elif event.f == "effects-total" and context.deployment.oracle is not None:
+            record_total(context.history, context.deployment.oracle)
+
+
+def _request(invoke: Event) -> Request:
+    """The request as the run sent it: its body, its key header verbatim, every header."""
+    return Request(key=invoke.key, tenant=invoke.tenant,
+                   raw_body=(invoke.body or "").encode(), method=invoke.method,
+                   path=invoke.path, key_header=invoke.key_header,
+                   headers=dict(invoke.headers or {}), label=invoke.label or "")
+
+
+def story_scenario(reproduction: Reproduction) -> Scenario:
+    """The story as a scenario of the same name, judged on the properties it is about."""
+    events = reproduction.events
+    return Scenario(
+        name=reproduction.scenario,
+        summary=f"the story of {reproduction.key or 'a finding'}, played again",
+        story="", properties=reproduction.properties, plan=(), run=_Player(events),
+        applies=lambda target: cannot_play(events, target),
+    )
+
+
+def cannot_play(events: Sequence[Event], target: Target) -> str | None:
+    """Why this target cannot play the story: what the story does that only a target the
+    harness starts itself allows."""
+    done = {e.f for e in events}
+    if done & {"crash", "restart"} and not target.can_restart:
+        return ("the story kills and restarts the target, which the harness can only do to a "
+                "target it starts itself: run the script without BASE_URL")
+    if "clock" in done and not target.moves_clock:
+        return ("the story moves the target's clock, and this target offers no way to: run the "
+                "script without BASE_URL, or give an instance with its clock hook")
+    if target.store_proxy is None and any(
+            e.f == "fault" and e.value.get("where") == "store" for e in events):
+        return ("the story cuts the target's database connection, which the harness can only "
+                "do to a target it starts itself: run the script without BASE_URL")
+    instances = {int(e.value.get("instance", 0) or 0) for e in events if e.f == "request"}
+    if len(instances) > 1 and not target.shares_state:
+        return ("the story sends to several processes of the target, which the harness can only "
+                "start itself: run the script without BASE_URL")
+    return None
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The replay's run, and what it says about the reproduction: an exit code and a line."""
+
+    result: RunResult
+    exit_code: int
+    verdict: str
+
+
+def replay_reproduction(reproduction: Reproduction, target: Target, *, report_dir: Path,
+                        handlers: Sequence[Handler] = (),
+                        run: Callable[[RunConfig, Sequence[Handler]], RunResult] = run_scenarios,
+                        ) -> Replayed:
+    """Play ``reproduction`` against ``target`` (started afresh by the runner) and judge it."""
+    if reproduction.plays_scenario:
+        from scenarios import get_scenario  # the catalog, only for a whole scenario
+
+        scenario = get_scenario(reproduction.scenario)
+    else:
+        scenario = story_scenario(reproduction)
+    result = run(RunConfig(target=target, scenarios=[scenario], report_dir=report_dir,
+                           seed=reproduction.seed), handlers)
+    code, verdict = _verdict(reproduction, result)
+    return Replayed(result, code, verdict)
+
+
+def _verdict(reproduction: Reproduction, result: RunResult) -> tuple[int, str]:
+    wanted = reproduction.properties
+    if not result.outcomes:
+        return NO_REPLAY, "no verdict: the replay stopped before the story was played"
+    outcome: ScenarioOutcome = result.outcomes[0]
+    if outcome.verdict == "n/a":
+        return NO_REPLAY, f"no verdict: the story cannot be played here: {outcome.reason}"
+    again: list[Finding] = [f for f in outcome.findings if f.property in wanted]
+    if again:
+        found = ", ".join(dict.fromkeys(f.property for f in again))
+        lines = [f"  {f.property}: {f.message}" for f in again[:5]]
+        more = [f"  ... and {len(again) - 5} more"] if len(again) > 5 else []
+        return REPRODUCED, "\n".join([f"reproduced: {found} broke again in {outcome.name}:",
+                                      *lines, *more])
+    check = outcome.check
+    undecided = [f"{p}: {check.results[p].reason}" for p in wanted
+                 if check is not None and p in check.results
+                 and check.results[p].verdict == "unknown"]
+    if check is None or outcome.reason or undecided:
+        why = "; ".join([*([outcome.reason] if outcome.reason else []), *undecided])
+        return NO_REPLAY, f"no verdict: the replay could not judge {', '.join(wanted)}: {why}"
+    return NOT_REPRODUCED, (
+        f"not reproduced this time: {outcome.name} came out {outcome.verdict} (no finding of "
+        f"{', '.join(wanted)}). A race the run lost can go the other way: run the script again "
+        "before calling the flaw fixed.")
