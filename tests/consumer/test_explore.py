@@ -42,13 +42,17 @@ def test_a_seeded_explore_of_the_correct_reference_consumer_passes(
     assert numbers["examples"] == 3 and numbers["steps"] > 0 and numbers["publishes"] > 0
     account = results["queue_account"]
     assert account["published"] >= numbers["publishes"] // 2 and account["feed"] is True
-    assert account["outcomes"]["lost"] == 0 and account["outcomes"]["duplicated"] == 0
-    assert account["outcomes"]["ok"] == account["keys"] > 0
+    outcomes = account["outcomes"]
+    assert account["keys"] > 0 and outcomes["ok"] > 0
+    # Every job ran as often as it may: ok, or recovered (a publish whose confirm was lost).
+    assert outcomes["ok"] + outcomes["recovered"] == account["keys"], outcomes
     assert not (tmp_path / "story.json").exists()
     assert (tmp_path / "history.jsonl").read_text().count('"publish"') >= numbers["publishes"]
 
 
-@pytest.mark.parametrize("flaw", ["message-id-only", "poison-requeue-forever"])
+#: The fastest of the reference consumer's flaws to find (bench/explorer.py --consumer finds
+#: every one): a republish under a new message id, and copies at once to two consumers.
+@pytest.mark.parametrize("flaw", ["message-id-only", "check-then-insert"])
 def test_a_flaw_a_scenario_catches_is_found_shrunk_saved_and_replayed(
         flaw: str, broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     target = reference_consumer_target(store=None, flaw=flaw)
