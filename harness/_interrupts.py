@@ -5,6 +5,7 @@ as the shell reports a signal (128 + its number), with no traceback."""
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -92,6 +93,15 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _unraisable(unraisable: Any) -> None:
+    """Where the signal's ``Interrupted`` was lost (a garbage collector's callback), say
+    nothing: ``raise_if_interrupted`` raises it again, and the command stops without a
+    traceback.  Anything else is printed as Python prints it."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def raise_if_interrupted() -> None:
     """Raise the ``Interrupted`` a signal raised before, in case it was lost where it landed:
     long work calls it between its steps (the explorer, as each example and step begins)."""
@@ -103,6 +113,7 @@ def interrupt_on_signals() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     _RAISED.clear()  # a fresh start: nothing asked this command to stop yet
+    sys.unraisablehook = _unraisable
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -15,9 +16,10 @@ import pytest
 from harness._interrupts import Interrupted, interrupt_on_signals, raise_if_interrupted
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallow
-def test_a_signal_swallowed_where_it_landed_is_raised_at_the_next_check() -> None:
+def test_a_signal_swallowed_where_it_landed_is_raised_at_the_next_check(
+        capsys: pytest.CaptureFixture[str]) -> None:
     previous = signal.getsignal(signal.SIGINT)
+    hook = sys.unraisablehook
     interrupt_on_signals()
     try:
         raise_if_interrupted()  # nothing asked to stop yet
@@ -35,7 +37,9 @@ def test_a_signal_swallowed_where_it_landed_is_raised_at_the_next_check() -> Non
         with pytest.raises(Interrupted) as stopped:
             raise_if_interrupted()
         assert stopped.value.signal_name == "SIGINT"
+        assert "Traceback" not in capsys.readouterr().err  # nothing said where it was lost
         interrupt_on_signals()  # a new command starts clean
         raise_if_interrupted()
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = hook
