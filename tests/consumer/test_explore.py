@@ -2,7 +2,8 @@
 on the session's real RabbitMQ, the real Toxiproxy, the same checker as ``run``.  A seeded
 exploration of the correct consumer finds nothing and says what it sent; a flaw a consumer
 scenario catches is caught, shrunk, saved and replayed; stopped, it still reports, marked
-incomplete; and the commands take a consumer's target file and ``--reference-consumer``."""
+incomplete; the commands take a consumer's target file and ``--reference-consumer``; and a
+consumer's story is saved, read back and checked before it runs as an HTTP one is."""
 
 from __future__ import annotations
 
@@ -20,7 +21,29 @@ from harness._outcomes import Progress, RunEvent
 from harness._toxiproxy import ToxiproxyServer
 from harness.consumer import reference_consumer_target
 from harness.consumer._reference import REFERENCE_CONSUMER
-from harness.explore import ExploreConfig, ReplayConfig, explore, load_story, replay
+from harness.explore import (
+    ExploreConfig,
+    ReplayConfig,
+    Story,
+    StoryStep,
+    explore,
+    load_story,
+    render_story,
+    replay,
+)
+from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._keys import KeyPlan
+from harness.explore.consumer._actions import (
+    ConsumerAction,
+    FailingJob,
+    Kill,
+    Poison,
+    Publish,
+    Republish,
+    Restart,
+    StallMidJob,
+)
+from harness.explore.consumer._validity import problems_with
 from harness.reports import ReportDirectory
 from reference_server.consumer.flaws import CONSUMER_FLAWS
 
@@ -123,3 +146,47 @@ def test_the_commands_explore_a_consumer_file_and_replay_what_the_reference_cons
     assert "P1: reproduced" in again.stdout
     wrong = harness("replay", str(tmp_path / "flaw" / "story.json"), "--reference")
     assert wrong.returncode == 2 and "queue consumer" in wrong.stderr
+
+
+def _story(*actions: ConsumerAction) -> Story[ConsumerAction]:
+    return Story(front="consumer", machine="ConsumerMachine", seed=0, examples=0, seconds=0.0,
+                 target="reference-consumer",
+                 steps=[StoryStep(number=n, kind=a.op, text=a.text(), action=a)
+                        for n, a in enumerate(actions, start=1)])
+
+
+def test_a_consumer_story_is_saved_and_read_back_in_the_consumer_vocabulary(
+        tmp_path: Path) -> None:
+    story = _story(Publish(id="o1", key=KeyPlan(name="k1", shape="plain"), confirm="lost"),
+                   Clock(seconds=700, why="a few minutes"), Republish(id="o1", copies=2),
+                   Kill(id="o2", key=KeyPlan(name="k2", shape="plain")), Kill(), Restart(),
+                   FaultOn(fault="connection-stall"), FaultOff(fault="connection-stall"))
+    path = tmp_path / "story.json"
+    path.write_text(story.to_json())
+    again = load_story(path)
+    assert again.front == "consumer" and again.actions() == story.actions()
+    assert "state = ConsumerMachine()" in render_story(again)
+    assert "state.republish(o1, copies=2)" in render_story(again)
+
+
+def test_a_consumer_story_that_cannot_run_is_refused_with_each_problem() -> None:
+    target = reference_consumer_target(store=None, flaw=None)
+    blind = target.model_copy(update={"hooks": target.hooks.model_copy(
+        update={"events": None, "clock": None, "work_failures": []})})
+    problems = problems_with([
+        Republish(id="o9"),
+        Poison(id="o1", key=KeyPlan(name="k1", shape="plain")),
+        Republish(id="o1"),
+        FaultOff(fault="connection-cut"),
+        Clock(seconds=60),
+        StallMidJob(id="o2", key=KeyPlan(name="k2", shape="plain")),
+        FailingJob(id="o3", key=KeyPlan(name="k3", shape="plain"), failure="fails-always"),
+    ], blind)
+    said = "\n".join(problems)
+    assert "republishes job o9, which no earlier step made" in said
+    assert "republishes job o1, whose key may never have an effect" in said
+    assert "heals a fault that is not on" in said
+    assert "clock" in said and "no events feed" in said
+    assert "declares no work failure 'fails-always'" in said
+    assert problems_with([Publish(id="o1", key=KeyPlan(name="k1", shape="plain")),
+                          Republish(id="o1")], target) == []

@@ -57,6 +57,7 @@ def problems_with(actions: Sequence[ConsumerAction], target: Target) -> list[str
     problems: list[str] = []
     capabilities = target.capabilities()
     jobs: set[str] = set()
+    never_run: set[str] = set()  # jobs whose key may never have an effect
     faults_on: set[str] = set()
     for number, action in enumerate(actions, start=1):
         where = f"step {number} ({action.text()})"
@@ -71,10 +72,18 @@ def problems_with(actions: Sequence[ConsumerAction], target: Target) -> list[str
                 f.name for f in target.hooks.work_failures}:
             problems.append(f"{where}: target {target.name} declares no work failure "
                             f"{action.failure!r} ([[hooks.work_failures]] names)")
-        if isinstance(action, Publish | Copies | Poison | FailingJob | LostAck | StallMidJob
-                      | Kill) and action.id is not None:
+        if isinstance(action, Publish | Copies | FailingJob | LostAck | StallMidJob | Kill) \
+                and action.id is not None and action.id not in never_run:
             jobs.add(action.id)
-        if isinstance(action, Republish) and action.id not in jobs:
+        if isinstance(action, Poison) or (isinstance(action, FailingJob) and any(
+                f.name == action.failure and f.deliveries == "every"
+                for f in target.hooks.work_failures)):
+            never_run.add(action.id)
+        if isinstance(action, Republish) and action.id in never_run:
+            problems.append(f"{where} republishes job {action.id}, whose key may never have an "
+                            "effect (a poison message, or a job failing on every delivery): "
+                            "its republished job would be taken for a poison message's effect")
+        elif isinstance(action, Republish) and action.id not in jobs:
             problems.append(f"{where} republishes job {action.id}, which no earlier step made")
         if isinstance(action, FaultOn | FaultOff):
             if action.fault not in CONSUMER_FAULT_NAMES:
