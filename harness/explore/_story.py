@@ -27,7 +27,7 @@ from harness._checker import CheckResult
 from harness._errors import UsageError
 from harness._findings import Finding, klass_of
 from harness._history import Event
-from harness._target import Target, target_model
+from harness._target import Target, saved_target
 from harness.explore._actions import Action
 from harness.explore._failure import Failure
 from harness.explore._steps import StepRecord
@@ -98,7 +98,7 @@ class Story(BaseModel, Generic[_Action]):
         if self.target_definition is None:
             raise UsageError(f"the story does not say how to reach {self.target}; give "
                              "--target FILE or --reference")
-        return target_model(self.target_definition).model_validate(self.target_definition)
+        return saved_target(self.target_definition)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
