@@ -24,11 +24,12 @@ __all__ = ["NEEDS", "WEIGHTS", "machine_for"]
 #: How often each operation is drawn, relative to the others.  Hypothesis tries rules with
 #: fewer arguments first, then by name, and shrinks towards them: ``publish`` comes first.
 WEIGHTS = {"publish": 4, "republish": 3, "copies": 2, "lost_ack": 2, "time_passes": 2,
-           "restart": 2, "publish_losing_confirm": 1, "kill": 1, "stall_mid_job": 1,
-           "toggle_fault": 1, "send_poison": 1, "work_failure": 1}
+           "late_republish": 2, "restart": 2, "publish_losing_confirm": 1, "kill": 1,
+           "stall_mid_job": 1, "toggle_fault": 1, "send_poison": 1, "work_failure": 1}
 #: The capabilities each operation needs from the target (harness/consumer/_target.py).
 NEEDS: dict[str, frozenset[str]] = {
     "republish": frozenset({"republish"}), "time_passes": frozenset({"clock"}),
+    "late_republish": frozenset({"clock", "republish"}),
     "kill": frozenset({"restart"}), "restart": frozenset({"restart"}),
     "stall_mid_job": frozenset({"instances", "pause-before-work"}),
     "send_poison": frozenset({"poison"}), "work_failure": frozenset({"work-failure"}),
@@ -71,6 +72,11 @@ class _ConsumerMachine(RuleBasedStateMachine):
 
     def time_passes(self, jump: tuple[float, str]) -> None:
         self._do(self.plan.clock(*jump))
+
+    def late_republish(self, jump: tuple[float, str], pick: int) -> None:
+        """late-redelivery's move: the clock jumps, then an earlier job's key comes back (a
+        message parked in a retry queue, replayed from a dead-letter queue)."""
+        self._do(self.plan.clock(*jump) + self.plan.republish(pick, 1))
 
     def restart(self) -> None:
         self._do(self.plan.restart())
@@ -116,6 +122,8 @@ def _operations(session: ConsumerSession) -> dict[str, Operation]:
     capabilities = target.capabilities()
     mid_job = "pause-before-work" in capabilities
     restartable = "restart" in capabilities
+    jumps = st.sampled_from(clock_steps(lease=target.promises.lease,
+                                        retention=target.promises.dedup_window))
     operations = {
         "publish": Operation({}),
         "publish_losing_confirm": Operation({}, _quiet),
@@ -125,9 +133,9 @@ def _operations(session: ConsumerSession) -> dict[str, Operation]:
                                lambda m: bool(m.plan.jobs)),
         "lost_ack": Operation({"then": st.sampled_from(["cut", "kill"] if restartable
                                                        else ["cut"])}, _quiet),
-        "time_passes": Operation({"jump": st.sampled_from(clock_steps(
-            lease=target.promises.lease, retention=target.promises.dedup_window))},
-            lambda m: not m.plan.down),
+        "time_passes": Operation({"jump": jumps}, lambda m: not m.plan.down),
+        "late_republish": Operation({"jump": jumps, "pick": st.sampled_from(RECENT_FIRST)},
+                                    lambda m: bool(m.plan.jobs) and not m.plan.down),
         "restart": Operation({}, lambda m: m.plan.down),
         "kill": Operation({"mid_job": st.booleans() if mid_job else st.just(False)}, _quiet),
         "stall_mid_job": Operation({}, _quiet),
@@ -147,6 +155,7 @@ def _operations(session: ConsumerSession) -> dict[str, Operation]:
             "cannot tell which consumer holds the job")
     if session.deployment.clock is None:
         operations.pop("time_passes")
+        operations.pop("late_republish")
         if "clock" in capabilities and session.deployment.clock_unconfirmed:
             session.not_drawn["clock"] = session.deployment.clock_unconfirmed
     if not _failures(target):
