@@ -31,7 +31,7 @@ from harness.consumer._messages import ENCODINGS, Hook, compose
 from harness.consumer._nemesis import ConsumerNemesis
 from harness.consumer._settling import unsettled
 
-__all__ = ["PRODUCER", "SETTLE", "ConsumerContext"]
+__all__ = ["PRODUCER", "QUIET", "SETTLE", "ConsumerContext"]
 
 PRODUCER = "producer"
 #: Seconds a scenario waits for the consumer to do what any consumer does in milliseconds.

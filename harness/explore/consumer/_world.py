@@ -28,7 +28,7 @@ from harness._checker import QUEUE_PROPERTIES, CheckOptions, CheckResult, check_
 from harness._errors import HarnessError
 from harness._findings import Finding
 from harness._history import ORACLE, Event, History
-from harness.consumer._context import SETTLE, ConsumerContext
+from harness.consumer._context import QUIET, SETTLE, ConsumerContext
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._settling import unsettled
 from harness.explore._actions import Clock, FaultOff, FaultOn
@@ -178,6 +178,11 @@ class ConsumerWorld:
             case FaultOff():
                 return self._heal(action.fault), None
             case Clock():
+                still = self._open_jobs()
+                if still:
+                    return (f"clock not moved: {still} job(s) of the story not done (a message "
+                            "still queued would meet the moved clock, and its dedup window "
+                            "could not be judged)"), None
                 return self._advance_clock(action.seconds, observe=not self._drained), None
         raise AssertionError(f"unhandled action {action!r}")
 
@@ -243,6 +248,32 @@ class ConsumerWorld:
         return {e.key for e in events if e.f == "publish" and e.type == "invoke"
                 and e.key is not None and (e.value.get("poison") or (
                     e.value.get("fails") or {}).get("deliveries") == "every")}
+
+    def _open_jobs(self) -> int:
+        """How many of the story's jobs are not done, after waiting (bounded) for them: the
+        checker counts a key's dedup windows from when its messages were published, so a
+        clock jump is fair only once every message published before it has been handled.
+        With an events feed that is each message settled; without one, an effect for every
+        job that may have one and nothing ready, then effects and the queue unchanged for a
+        quiet interval (a republished copy may sit unacked in a consumer's prefetch)."""
+        keys = sorted({e.key for e in self.history.events()
+                       if e.f == "publish" and e.type == "invoke" and e.key is not None})
+        ctx = self.context
+        queue = self.deployment.queue
+        rejected = self._rejected(self.history.events())
+
+        def done() -> bool:
+            return self._done(keys) and (ctx.feed is not None or (
+                self.deployment.amqp.queue_state(queue).ready == 0))
+
+        if not ctx.until(done, STEP_WAIT + self._paused_for()):
+            return sum(1 for k in keys if not self._done([k]))
+        if ctx.feed is not None:
+            return 0
+        before = {k: ctx.effects_of(k) for k in keys if k not in rejected}
+        time.sleep(QUIET)
+        steady = done() and before == {k: ctx.effects_of(k) for k in before}
+        return 0 if steady else 1
 
     def _copies(self, key: str, copies: int) -> str:
         """The copies at once, each pausing briefly before its work where the consumer can,
@@ -401,8 +432,8 @@ class ConsumerWorld:
             if event.f == "effects" and event.type == "ok":
                 latest[(None, event.key)] = int(event.value.get("count", 0))
         for record in self.steps:
-            if record.identity is not None:
-                record.effects = latest.get(record.identity, record.effects)
+            if record.effects is None and record.identity is not None:
+                record.effects = latest.get(record.identity)
         return events
 
     def judge(self, events: Sequence[Event],
