@@ -15,12 +15,14 @@ issue 24 over 5 of run); a flaw runs once, with ``--seed``.  With both fronts th
 with the flaws ``run`` catches that ``explore`` misses (issue 23: none).
 
 The queue consumers of ``tests/consumer_corpus/targets/*.toml`` are rows too, with the flaws
-``tests/consumer_corpus/flaws.toml`` names, on the `run` front only (one shared RabbitMQ); a
-correct consumer runs with at least ``CONSUMER_SEEDS`` seeds (a row each).
+``tests/consumer_corpus/flaws.toml`` names, on both fronts (one shared RabbitMQ): `run` plays
+the consumer scenarios, `explore` draws consumer stories (harness/explore/consumer); a correct
+consumer runs with at least ``CONSUMER_SEEDS`` seeds (a row each).
 
 Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus|consumer-corpus]
 [--target NAME ...]
-[--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres]`.
+[--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres]`;
+`--only consumer-corpus --front explore` explores each corpus consumer.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def rows(only: str | None, names: list[str], dsn: str | None = None) -> Iterator
 def _judged(front: str, row: Row, seed: int, args: argparse.Namespace,
             toxiproxy: ToxiproxyServer, scratch: Path) -> RunResult:
     report_dir = scratch / f"{row.name}-{row.flaw or 'correct'}-{front}-{seed}"
-    if isinstance(row.target, ConsumerTarget):
+    if isinstance(row.target, ConsumerTarget) and front == "run":
         return run_target(RunConfig(target=row.target, report_dir=report_dir, seed=seed,
                                     toxiproxy=toxiproxy,
                                     scenarios=[s for s in CATALOG.values()
@@ -195,9 +197,6 @@ def main() -> None:
             for seed in seeds_for(row, args, draw):
                 cells = []
                 for front in fronts:
-                    if isinstance(row.target, ConsumerTarget) and front != "run":
-                        cells.append("n/a (run only)")
-                        continue
                     clock = time.monotonic()
                     try:
                         result: RunResult | None = _judged(front, row, seed, args, toxiproxy,

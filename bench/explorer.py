@@ -18,8 +18,12 @@ restart) and asks that every story the bench produces replays alone, on a fresh 
 the same verdict: each saved story is replayed against a target started anew and the row says
 whether the same property broke (``--no-replay`` skips it).
 
+Issue 25 asks the same of queue consumers: ``--consumer`` explores the reference consumer and
+each of its named flaws (``reference_server.consumer.flaws``) on one shared RabbitMQ, with the
+same columns; every flaw a consumer scenario catches must be found.
+
 Run: `.venv/bin/python bench/explorer.py [--seed N] [--max-examples N] [--flaw NAME ...]
-[--postgres] [--no-replay]`.
+[--postgres] [--no-replay] [--consumer]`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from harness._profiles import get_profile
 from harness._reference import reference_target
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.consumer import reference_consumer_target, shared_broker
 from harness.explore import ExploreConfig, ReplayConfig, explore, load_story, replay
+from reference_server.consumer.flaws import CONSUMER_FLAWS
 from reference_server.flaws import FLAWS
 
 MAX_OPERATIONS = 6
@@ -93,6 +99,16 @@ def _explore(row: Row, args: argparse.Namespace, toxiproxy: ToxiproxyServer,
             f"{verdict}  goal {allowed:.0f}s ratio {total / allowed:.2f}{reproduced}")
 
 
+def _consumer_rows(args: argparse.Namespace) -> list[Row]:
+    """The reference consumer, correct and with each named flaw (``--flaw`` picks some)."""
+    rows = [] if args.no_correct else [
+        Row("consumer correct", reference_consumer_target(store=None, flaw=None), ())]
+    for name in args.flaw or list(CONSUMER_FLAWS):
+        rows.append(Row(name, reference_consumer_target(store=None, flaw=name),
+                        CONSUMER_FLAWS[name].properties))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -105,6 +121,8 @@ def main() -> None:
     parser.add_argument("--no-correct", action="store_true", help="only the flaws")
     parser.add_argument("--no-replay", action="store_true",
                         help="do not replay the saved stories on a fresh target")
+    parser.add_argument("--consumer", action="store_true",
+                        help="the reference queue consumer and its flaws instead")
     args = parser.parse_args()
 
     print(f"explorer bench: seed {args.seed}, budget {args.max_examples} examples per row\n")
@@ -115,7 +133,10 @@ def main() -> None:
         toxiproxy = stack.enter_context(start_toxiproxy())
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         rows: list[Row] = []
-        if not args.no_correct:
+        if args.consumer:
+            stack.enter_context(shared_broker())
+            rows += _consumer_rows(args)
+        elif not args.no_correct:
             rows.append(Row("correct (sqlite)", reference_target(store=None, flaw=None), ()))
             rows.append(Row("correct at CI budget", reference_target(store=None, flaw=None),
                             (), get_profile("ci").explore_max_examples))
@@ -123,7 +144,7 @@ def main() -> None:
                 dsn = stack.enter_context(start_postgres()).create_database("idem_explore")
                 rows.append(Row("correct (postgresql)",
                                 reference_target(store=dsn, flaw=None), ()))
-        for name in args.flaw or list(FLAWS):
+        for name in [] if args.consumer else args.flaw or list(FLAWS):
             rows.append(Row(name, reference_target(store=None, flaw=name),
                             FLAWS[name].properties))
         for row in rows:

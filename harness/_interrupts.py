@@ -5,6 +5,7 @@ as the shell reports a signal (128 + its number), with no traceback."""
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -13,7 +14,7 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["SIGNAL_CHECK_SECONDS", "Interrupted", "StopRequest", "each_as_done",
-           "interrupt_on_signals", "signals_deferred"]
+           "interrupt_on_signals", "raise_if_interrupted", "signals_deferred"]
 
 #: How often a thread waiting for worker threads wakes.  The kernel may hand Ctrl-C to any
 #: thread; Python then only notes it for the main thread, which acts on it when it next runs:
@@ -51,6 +52,9 @@ class StopRequest:
     def stop(self, interrupt: Interrupted) -> None:
         self._signum = interrupt.signum
 
+    def clear(self) -> None:
+        self._signum = None
+
     def check(self) -> None:
         """Raise ``Interrupted`` once ``stop`` has been called."""
         if self._signum is not None:
@@ -78,14 +82,38 @@ def each_as_done(pending: Iterable[Future[Any]],
             stop.check()
 
 
+#: The signal ``_raise`` raised, kept: Python runs a handler wherever the main thread is, and
+#: an exception raised inside a garbage collector's callback (Hypothesis installs one) is
+#: printed as "ignored" and lost, so the work would go on as if no one had asked it to stop.
+_RAISED = StopRequest()
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    _RAISED.stop(Interrupted(signum))
     raise Interrupted(signum)
+
+
+def _unraisable(unraisable: Any) -> None:
+    """Where the signal's ``Interrupted`` was lost (a garbage collector's callback), say
+    nothing: ``raise_if_interrupted`` raises it again, and the command stops without a
+    traceback.  Anything else is printed as Python prints it."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def raise_if_interrupted() -> None:
+    """Raise the ``Interrupted`` a signal raised before, in case it was lost where it landed:
+    long work calls it between its steps (the explorer, as each example and step begins)."""
+    _RAISED.check()
 
 
 def interrupt_on_signals() -> None:
     """Raise ``Interrupted`` in the main thread on SIGINT and SIGTERM."""
     if threading.current_thread() is not threading.main_thread():
         return
+    _RAISED.clear()  # a fresh start: nothing asked this command to stop yet
+    sys.unraisablehook = _unraisable
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise)
 

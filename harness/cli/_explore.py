@@ -53,15 +53,28 @@ def _saved_examples(database: Path) -> int:
     return sum(1 for entry in database.rglob("*") if entry.is_file())
 
 
-def _refuse_consumer(target: Target) -> None:
-    if getattr(target, "kind", "http") == "consumer":
-        raise UsageError(f"explore drives HTTP targets; {target.source or target.name} describes "
-                         "a queue consumer (kind = \"consumer\"): play the consumer scenarios "
-                         "with `idem-harness run --target FILE` instead")
+def _target(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
+            reference_consumer: bool) -> Target:
+    """The target the options name: a file, the reference server, or the reference consumer
+    (``--store`` and ``--flaw`` apply to either reference)."""
+    if reference_consumer:
+        if target_file or reference:
+            raise UsageError("give one of --target FILE, --reference and --reference-consumer")
+        from harness.consumer import reference_consumer_target
+
+        return reference_consumer_target(store=store, flaw=flaw)
+    return choose_target(target_file, reference, store, flaw)
+
+
+_REFERENCE_CONSUMER = click.option(
+    "--reference-consumer", is_flag=True,
+    help="against the built-in reference queue consumer (on RabbitMQ; --store and --flaw "
+         "apply to it as to --reference)")
 
 
 @click.command("explore")
 @target_options
+@_REFERENCE_CONSUMER
 @click.option("--max-examples", type=click.IntRange(min=1), default=None,
               help="examples to try before giving up  [default: the profile's budget: "
                    f"{get_profile('dev').explore_max_examples} (dev), "
@@ -86,15 +99,15 @@ def _refuse_consumer(target: Target) -> None:
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def explore_command(target_file: str | None, reference: bool, store: str | None,
-                    flaw: str | None, allow_remote: bool, max_examples: int | None,
-                    seed: int | None, report_dir: Path | None, shrink_time: float,
-                    retry_horizon: float, fresh: bool, trust_moved_clock: bool,
-                    quiet: bool) -> None:
-    """Let Hypothesis draw stories of requests, retries and faults; print and save the
-    shortest failing one (exit 0 nothing failed, 1 a story failed, 2 error, 3 something
-    could not be judged, 130/143 interrupted)."""
-    target = choose_target(target_file, reference, store, flaw)
-    _refuse_consumer(target)
+                    flaw: str | None, allow_remote: bool, reference_consumer: bool,
+                    max_examples: int | None, seed: int | None, report_dir: Path | None,
+                    shrink_time: float, retry_horizon: float, fresh: bool,
+                    trust_moved_clock: bool, quiet: bool) -> None:
+    """Let Hypothesis draw stories of requests, retries and faults (or, for a queue consumer,
+    publishes, copies, republishes, lost acks, kills and restarts, stalls, clock jumps and
+    poison messages); print and save the shortest failing one (exit 0 nothing failed, 1 a
+    story failed, 2 error, 3 something could not be judged, 130/143 interrupted)."""
+    target = _target(target_file, reference, store, flaw, reference_consumer)
     report_dir = report_dir or default_report_dir()
     database = example_database(target, seed, report_dir)
     if fresh:
@@ -124,8 +137,9 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
         click.echo(render_story(done.story, replay_line=replay_line(done.story_path),
                                 heading=heading))
     elif stopped is None:
+        sent = "requests" if "requests" in numbers else "publishes"
         click.echo(f"No story failed: {numbers['examples']} examples, {numbers['steps']} steps, "
-                   f"{numbers['requests']} requests (their history is in {report_dir}).")
+                   f"{numbers[sent]} {sent} (their history is in {report_dir}).")
     if stopped is not None:
         click.secho(f"stopped by {stopped} after {numbers['examples']} examples; what was found "
                     f"is in {report_dir}, marked incomplete", fg="yellow", err=True)
@@ -135,6 +149,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
 @click.command("replay")
 @click.argument("story_file", type=click.Path(path_type=Path, dir_okay=False))
 @target_options
+@_REFERENCE_CONSUMER
 @click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write the replayed story.json and the reports (default "
                    "reports/run-*)")
@@ -146,18 +161,17 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
 @translate_errors
 def replay_command(story_file: Path, target_file: str | None, reference: bool,
                    store: str | None, flaw: str | None, allow_remote: bool,
-                   report_dir: Path | None, retry_horizon: float, trust_moved_clock: bool,
-                   quiet: bool) -> None:
+                   reference_consumer: bool, report_dir: Path | None, retry_horizon: float,
+                   trust_moved_clock: bool, quiet: bool) -> None:
     """Run a saved story again, against its own target or the one given, and judge it
     (exit 0 it holds now, 1 it fails, 2 error)."""
     story = load_story(story_file)
-    if target_file or reference or store or flaw:
-        target = choose_target(target_file, reference, store, flaw)
+    if target_file or reference or store or flaw or reference_consumer:
+        target = _target(target_file, reference, store, flaw, reference_consumer)
     elif story.target_definition is not None:  # refused with every problem, never a traceback
         target = saved_target(story.target_definition)
     else:
         target = story.saved_target()  # which says what to give instead
-    _refuse_consumer(target)
     report_dir = report_dir or default_report_dir()
     config = ReplayConfig(target=target, report_dir=report_dir, allow_remote=allow_remote,
                           retry_horizon=retry_horizon, trust_moved_clock=trust_moved_clock)

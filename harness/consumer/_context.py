@@ -31,7 +31,7 @@ from harness.consumer._messages import ENCODINGS, Hook, compose
 from harness.consumer._nemesis import ConsumerNemesis
 from harness.consumer._settling import unsettled
 
-__all__ = ["PRODUCER", "SETTLE", "ConsumerContext"]
+__all__ = ["PRODUCER", "QUIET", "SETTLE", "ConsumerContext"]
 
 PRODUCER = "producer"
 #: Seconds a scenario waits for the consumer to do what any consumer does in milliseconds.
@@ -192,7 +192,9 @@ class ConsumerContext:
 
     # ---- waiting on facts ------------------------------------------------------------------
 
-    def _until(self, done: Callable[[], bool], timeout: float) -> bool:
+    def until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``done()`` (the consumers' feeds read before each look), at most
+        ``timeout`` seconds; True if it came."""
         deadline = time.monotonic() + timeout
         while True:
             if self.feed is not None:
@@ -215,7 +217,7 @@ class ConsumerContext:
 
     def wait_for_effect(self, key: str, *, count: int = 1, timeout: float = SETTLE) -> bool:
         """Wait until the oracle counts ``count`` effects for ``key`` (the work committed)."""
-        return self._until(lambda: (self.effects_of(key) or 0) >= count, timeout)
+        return self.until(lambda: (self.effects_of(key) or 0) >= count, timeout)
 
     def wait_for_delivery(self, key: str, *, paused: bool = False, times: int = 1,
                           timeout: float = SETTLE) -> bool:
@@ -226,10 +228,10 @@ class ConsumerContext:
         if self.feed is not None:
             feed = self.feed
             if paused:
-                return self._until(lambda: feed.paused(key) > 0, timeout)
-            return self._until(lambda: feed.delivered(key) >= times, timeout)
+                return self.until(lambda: feed.paused(key) > 0, timeout)
+            return self.until(lambda: feed.delivered(key) >= times, timeout)
         queue = self.deployment.queue
-        return self._until(lambda: self.deployment.amqp.queue_state(queue).ready == 0, timeout)
+        return self.until(lambda: self.deployment.amqp.queue_state(queue).ready == 0, timeout)
 
     def wait_until_dropped(self, instance: int, *, timeout: float) -> bool:
         """Wait until the broker stops counting consumer ``instance`` (a stalled connection
@@ -240,7 +242,7 @@ class ConsumerContext:
         def dropped() -> bool:
             return self.deployment.amqp.queue_state(self.deployment.queue).consumers <= others
 
-        return self._until(dropped, timeout)
+        return self.until(dropped, timeout)
 
     def observe_queue(self, name: str | None = None) -> None:
         queue = name or self.deployment.queue
@@ -265,6 +267,11 @@ class ConsumerContext:
 
     def advance_clock(self, seconds: float) -> None:
         self.nemesis.advance_clock(seconds)
+
+    @property
+    def busy_until(self) -> float:
+        """Until when (monotonic) a pause the harness asked for may still hold a job."""
+        return self._busy_until
 
     def _pauses_again(self) -> None:
         """A consumer that honours pauses on every delivery pauses again on a redelivery."""
@@ -306,7 +313,7 @@ class ConsumerContext:
         connected = sum(1 for i in self.deployment.instances
                         if i.process.running() and i.number not in self.deployment.cut_off)
         queue = self.deployment.queue
-        self._until(lambda: self.deployment.amqp.queue_state(queue).consumers >= connected,
+        self.until(lambda: self.deployment.amqp.queue_state(queue).consumers >= connected,
                     SETTLE)
         return len(self.deployment.instances)
 
@@ -368,7 +375,7 @@ class ConsumerContext:
                 return False
             return not (dlq and rejected and amqp.queue_state(dlq).ready < len(rejected))
 
-        drained = self._until(settled, timeout + max(0.0, self._busy_until - time.monotonic()))
+        drained = self.until(settled, timeout + max(0.0, self._busy_until - time.monotonic()))
         if drained and self.feed is None:
             drained = self._quiet(settled, timeout)
         waited = time.monotonic() - started

@@ -77,12 +77,16 @@ def _work_done_ack_held(events: list[Event], intent: Event, key: str) -> str | N
         return "the kill or cut it was meant for never happened"
     published = _first_publish(events, key)
     instance = intent.value.get("instance", 0)
-    held_from = next((e for e in events if e.f == "fault"
+    # The hold the incident met: the last one on the instance before it (a story may hold
+    # the acks and lift the hold several times), and when that hold was lifted.
+    held_from = next((e for e in reversed(events) if e.f == "fault"
                       and e.value.get("fault") == "ack-held"
                       and e.value.get("instance", 0) == instance
                       and e.index < incident.index), None)
     healed = next((e for e in events if held_from is not None and e.f == "heal"
-                   and e.value.get("fault") == "ack-held" and e.index > held_from.index), None)
+                   and e.value.get("fault") == "ack-held"
+                   and e.value.get("instance", 0) == instance
+                   and e.index > held_from.index), None)
     if held_from is None or (published is not None and held_from.index > published.index):
         return "the consumer's acks were not held from before the publish"
     if healed is not None and healed.index < incident.index:

@@ -169,15 +169,18 @@ def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                          if any(p.maybe_queued and p.invoke.time <= i.end.time
                                 for p in publishes)), None)
         if incident is not None:
-            judged = list(_converged(queue, incident, key, promises))
+            allowed = windows(view, publishes, promises.dedup_window)
+            judged = list(_converged(queue, incident, key, promises, allowed))
             if any(isinstance(j, Finding) for j in judged):
                 found.add(key)
             yield from judged
     yield from _untested(view, "P9", found)
 
 
-def _converged(queue: QueueView, incident: Incident, key: str,
-               promises: ConsumerPromises) -> Iterator[Finding | Note]:
+def _converged(queue: QueueView, incident: Incident, key: str, promises: ConsumerPromises,
+               allowed: int) -> Iterator[Finding | Note]:
+    """``key``'s redeliveries after ``incident``: one effect per dedup window its publishes
+    span (``allowed``; a key published again past its window may run again), and not stuck."""
     view = queue.view
     effects = _effects(view, key)
     evidence = queue.evidence(key, incident.start.index, incident.end.index, effects.index)
@@ -200,10 +203,12 @@ def _converged(queue: QueueView, incident: Incident, key: str,
                                             if lease is not None else "")
                        + ": whether it is stuck is unknown", undecided=True)
         return
-    if effects.count is not None and effects.count > 1:
+    if effects.count is not None and effects.count > allowed:
+        expected = ("exactly one" if allowed == 1
+                    else f"one per dedup window its messages span ({allowed})")
         yield Finding("P9", key,
                       f"after {incident.what}, key {key} ended with {effects.count} effects "
-                      f"instead of exactly one ({queue.story(key)})", evidence)
+                      f"instead of {expected} ({queue.story(key)})", evidence)
 
 
 @prop("P10", "poison messages cause no effect, do not loop, and the consumer keeps serving",

@@ -40,7 +40,7 @@ from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._scenario import ConsumerScenario, http_only
 from harness.consumer._target import ConsumerTarget
 
-__all__ = ["run_consumer_scenarios", "run_target", "shared_broker"]
+__all__ = ["broker_for", "run_consumer_scenarios", "run_target", "shared_broker"]
 
 _shared: list[RabbitServer] = []
 
@@ -58,7 +58,9 @@ def shared_broker() -> Iterator[RabbitServer]:
 
 
 @contextmanager
-def _broker(target: ConsumerTarget) -> Iterator[str]:
+def broker_for(target: ConsumerTarget) -> Iterator[str]:
+    """The broker's URL for ``target``: its own (``[broker] url``), the shared one, or a
+    throwaway node for the block."""
     if target.broker.url is not None:
         yield target.broker.url
     elif _shared:
@@ -98,7 +100,7 @@ def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) 
         if runnable:
             toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                                  else start_toxiproxy(log_dir=workdir))
-            with toxiproxy_context as toxiproxy, _broker(target) as broker_url, \
+            with toxiproxy_context as toxiproxy, broker_for(target) as broker_url, \
                     ConsumerDeployment(target, toxiproxy=toxiproxy, broker_url=broker_url,
                                        workdir=workdir,
                                        allow_remote=config.allow_remote) as deployment:

@@ -3,7 +3,9 @@ clock jumps and crashes against a target, the checker judges each after every st
 failing story is shrunk to its shortest form, printed, saved and replayable.
 
 It drives the target through the same context, recording client, nemesis and checker as the
-scenarios; it never judges anything itself.  docs/explorer.md tells the whole story.
+scenarios; it never judges anything itself.  A queue consumer is explored the same way, with
+its own operations (``harness.explore.consumer``; ``explore`` and ``replay`` pick the front end
+by the target's kind).  docs/explorer.md and docs/consumers.md tell the whole story.
 """
 
 from harness.explore._actions import Action

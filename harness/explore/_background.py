@@ -21,6 +21,7 @@ from harness._client import Request
 from harness._errors import ServiceError
 from harness._history import Event
 from harness._scenario import ScenarioContext
+from harness.explore._actions import Action
 from harness.explore._steps import StepRecord
 
 __all__ = ["RUNNING", "Background"]
@@ -34,7 +35,7 @@ UNOBSERVED_PAUSE = 0.3
 
 @dataclass(frozen=True)
 class _Pending:
-    step: StepRecord
+    step: StepRecord[Action]
     seconds: float
     thread: threading.Thread
     result: list[Event]
@@ -47,7 +48,7 @@ class Background:
         self.context = context
         self._pending: list[_Pending] = []
 
-    def start(self, request: Request, step: StepRecord, *, delay_ms: int,
+    def start(self, request: Request, step: StepRecord[Action], *, delay_ms: int,
               timeout: float) -> None:
         slowed = self.context.slowed(request, delay_ms)
         before = self._in_progress()
@@ -80,7 +81,7 @@ class Background:
         except ServiceError:
             return None
 
-    def answered(self) -> list[tuple[StepRecord, Event]]:
+    def answered(self) -> list[tuple[StepRecord[Action], Event]]:
         """The steps whose slowed request has been answered since they were last told."""
         return [(p.step, p.result[0]) for p in self._pending
                 if p.result and p.step.response == RUNNING]

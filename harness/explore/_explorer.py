@@ -1,7 +1,9 @@
 """``explore``: start the target once, let Hypothesis draw and shrink stories against it, and
-report the shortest failing one through the same handlers as ``run``.
+report the shortest failing one through the same handlers as ``run``.  An HTTP service and a
+queue consumer are explored alike; their front ends (``_fronts``) say what differs.
 
-One deployment (the target and its Toxiproxy proxy) serves every example; each example has
+One deployment (the target and its Toxiproxy proxy; for a consumer, its broker too) serves
+every example; each example has
 fresh keys and tenants, so examples do not see each other.  A given seed draws the same
 stories.  Under ``CI=true`` Hypothesis runs with its ``ci`` settings (derandomised, no example
 database) and the seed is fixed unless given; otherwise failing examples are kept in a
@@ -17,14 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import FlakyStrategyDefinition
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._interrupts import Interrupted, signals_deferred
 from harness._outcomes import (
@@ -43,12 +46,12 @@ from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer
 from harness.explore._failure import Failure
-from harness.explore._machine import machine_for
+from harness.explore._fronts import Front, front_for
 from harness.explore._minimise import EnoughShrinking, drop_steps, enough, shrink_deadline
 from harness.explore._report import outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
-from harness.explore._session import Session, StoryFailed, TargetLost, deployed, emitter
 from harness.explore._story import Provenance, Story, failure_story, save_story
+from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
 
 __all__ = [
     "CI_SEED",
@@ -91,7 +94,7 @@ class Exploration:
     """The run result every report renders, and the shortest failing story if one failed."""
 
     result: RunResult
-    story: Story | None
+    story: Story[Any] | None
     story_path: Path | None
 
 
@@ -156,11 +159,16 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
         # replayed it (a race the target lost once, raised inside a Flaky): the session holds
         # every story as it failed.
         pass
+    except* FlakyStrategyDefinition:
+        # An example stopped (``EnoughShrinking``) or failed at another step when Hypothesis
+        # drew it again: a real target is no pure function.  The session holds every story
+        # as it went.
+        pass
 
 
-def _stop_if_enough(session: Session, limit: float) -> None:
+def _stop_if_enough(session: StorySession[Any, Any], limit: float) -> None:
     """Stop Hypothesis once shrinking no longer pays (see ``_minimise``)."""
-    if enough(session, limit=limit) is not None:
+    if enough(session, limit=limit, fewest=session.fewest_steps) is not None:
         raise EnoughShrinking
 
 
@@ -168,37 +176,34 @@ def _stop_if_enough(session: Session, limit: float) -> None:
 class _Search:
     """What an exploration found, however far it got."""
 
-    session: Session | None = None
-    best: Failure | None = None
+    session: StorySession[Any, Any] | None = None
+    best: Failure[Any] | None = None
     runs: int = 0
     shrunk: bool = False  # Hypothesis's shrinking and the dropping of steps both ended
     stopped: Interrupted | None = None
 
 
-def _run_search(config: ExploreConfig, seed: int, deployment: Deployment,
+def _run_search(config: ExploreConfig, front: Front, seed: int, deployment: Any,
                 emit: Callable[[RunEvent], None], found: _Search) -> None:
     """Draw, shrink and drop steps, filling ``found`` as it goes so an interruption at any
     moment leaves what was found so far."""
     emit(ScenarioStarted(EXPLORER.name, 0, 1))
-    session = Session(deployment, retry_horizon=config.retry_horizon,
-                      listener=lambda event: emit(Step(EXPLORER.name, event)),
-                      progress=lambda phase, n: emit(Progress(EXPLORER.name, phase, n)),
-                      trust_moved_clock=config.trust_moved_clock)
+    session = front.session(deployment, config,
+                            listener=lambda event: emit(Step(EXPLORER.name, event)),
+                            progress=lambda phase, n: emit(Progress(EXPLORER.name, phase, n)))
     found.session = session
-    session.measure_latency()
-    session.measure_writes()
+    front.prepare(session)
     session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
-    _search(machine_for(session), seed, config)
+    _search(front.machine_for(session), seed, config)
     found.best, found.runs = session.best, session.examples
     deadline = shrink_deadline(session, limit=config.shrink_seconds)
     last = session
     if found.best is not None and deadline is not None:
         runs = found.runs
-        dropping = Session(deployment, retry_horizon=config.retry_horizon,
-                           progress=lambda phase, n: emit(
-                               Progress(EXPLORER.name, phase, runs + n)),
-                           phase="minimising", trust_moved_clock=config.trust_moved_clock,
-                           confirm=False)
+        dropping = front.session(deployment, config,
+                                 progress=lambda phase, n: emit(
+                                     Progress(EXPLORER.name, phase, runs + n)),
+                                 phase="minimising", confirm=False)
         dropping.confirmed = session.confirmed
         found.best = drop_steps(dropping, found.best, deadline=deadline)
         found.runs += dropping.examples
@@ -214,16 +219,17 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     finding if one was made, with its story as far as shrinking got; the last files are
     written with the signals held back, so a second Ctrl-C cannot leave them half-done."""
     seed = _seed(config)
+    front = front_for(config.target)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
     emit = emitter(handlers)
     found = _Search()
     try:
-        with deployed(config.target, command="explore", started_at=started_at,
-                      report_dir=config.report_dir, allow_remote=config.allow_remote,
-                      toxiproxy=config.toxiproxy) as deployment:
+        with front.deployed(config.target, command="explore", started_at=started_at,
+                            report_dir=config.report_dir, allow_remote=config.allow_remote,
+                            toxiproxy=config.toxiproxy) as deployment:
             emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
-            _run_search(config, seed, deployment, emit, found)
+            _run_search(config, front, seed, deployment, emit, found)
     except TargetLost as lost:
         raise lost.error from None
     except Interrupted as stop:  # the target is stopped; report what was found, incomplete
@@ -234,16 +240,18 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
         if found.best is not None and found.best.moved_clock:
             found.best = session.confirmed if session is not None else None
     with signals_deferred() as held:
-        exploration = _report(config, seed, started_at, time.monotonic() - clock, found, emit)
+        exploration = _report(config, front, seed, started_at, time.monotonic() - clock, found,
+                              emit)
     late = held.pending
     if late is not None and found.stopped is None:  # stopped while the files were written
         found.stopped = late
-        exploration = _report(config, seed, started_at, time.monotonic() - clock, found, emit)
+        exploration = _report(config, front, seed, started_at, time.monotonic() - clock, found,
+                              emit)
     return exploration
 
 
-def _report(config: ExploreConfig, seed: int, started_at: str, seconds: float, found: _Search,
-            emit: Callable[[RunEvent], None]) -> Exploration:
+def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, seconds: float,
+            found: _Search, emit: Callable[[RunEvent], None]) -> Exploration:
     """The exploration as a run result, told to every handler, with its story saved."""
     session, best = found.session, found.best
     first = session.first_failure if session is not None else None
@@ -255,12 +263,13 @@ def _report(config: ExploreConfig, seed: int, started_at: str, seconds: float, f
     kept = session.kept if session is not None else []
     outcome = outcome_of(best, undecided=session.undecided if session is not None else [],
                          seconds=seconds, story_path=story_path, kept=kept,
-                         notes=session.moved_clock if session is not None else ())
+                         notes=session.moved_clock if session is not None else (),
+                         summary=front.tally(session.summaries if session is not None else []))
     extra: dict[str, object] = {"explore": {
         "seed": seed, "max_examples": config.max_examples, "runs": found.runs,
         "examples": session.examples if session is not None else 0,
         "steps": session.steps if session is not None else 0,
-        "requests": sum(1 for e in kept if e.f == "request" and e.type == "invoke"),
+        **front.sent(kept),
         "found": story is not None,
         "shrunk": found.shrunk if story is not None else None,
         "examples_to_failure": story.examples if story else None,

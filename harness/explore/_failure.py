@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic
 
 from harness._checker import CheckResult
 from harness._findings import Finding
 from harness._history import Event
-from harness.explore._steps import StepRecord
+from harness.explore._steps import A, StepRecord
 
 __all__ = ["Failure"]
 
 
 @dataclass(frozen=True)
-class Failure:
+class Failure(Generic[A]):
     """One failing story: its steps, its history, the verdict that failed it.
 
     ``broke_at`` is the step after which the checker first found something (None: once the
@@ -23,7 +24,7 @@ class Failure:
     real time in the end).
     """
 
-    steps: tuple[StepRecord, ...]
+    steps: tuple[StepRecord[A], ...]
     events: tuple[Event, ...]
     check: CheckResult | None
     properties: tuple[str, ...]
@@ -48,6 +49,11 @@ class Failure:
     def operations(self) -> int:
         """The drawn steps: what shrinking minimises (settling is derived, not drawn)."""
         return sum(1 for s in self.steps if not s.settle)
+
+    @property
+    def actions(self) -> list[A]:
+        """The drawn steps' actions, in order: what a shorter candidate is made from."""
+        return [s.action for s in self.steps if not s.settle and s.action is not None]
 
     @property
     def rank(self) -> tuple[bool, int, bool, int, int]:

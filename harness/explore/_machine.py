@@ -14,17 +14,17 @@ few dozen examples.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness._target import Target
 from harness.explore._actions import Action
 from harness.explore._bodies import Fill
 from harness.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
+from harness.explore._rules import Operation as _Operation
+from harness.explore._rules import weighted
 from harness.explore._session import Session
 from harness.explore._strategies import RECENT_FIRST, Again, BadBody, Draft, Strategies
 
@@ -134,16 +134,6 @@ class _Machine(RuleBasedStateMachine):
         self.session.finish(self.world)
 
 
-#: ``rule`` with only value strategies (its overloads for bundles do not take a mapping).
-_rule = cast(Callable[..., Callable[[Callable[..., None]], Callable[..., None]]], rule)
-
-
-@dataclass(frozen=True)
-class _Operation:
-    strategies: Mapping[str, st.SearchStrategy[Any]]
-    condition: Callable[[Any], bool] | None = None
-
-
 def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operation]:
     target = draw.target
     # Keyless charges counted as a difference of totals: the request must run alone.
@@ -191,21 +181,6 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
     return operations
 
 
-def _copies(name: str, operation: _Operation, weight: int) -> dict[str, Any]:
-    """``weight`` rules that all perform the operation ``name``."""
-    rules: dict[str, Any] = {}
-    for copy in range(weight):
-        def perform(self: _Machine, _name: str = name, **values: Any) -> None:
-            getattr(_Machine, _name)(self, **values)
-
-        perform.__name__ = perform.__qualname__ = name if copy == 0 else f"{name}_{copy + 1}"
-        registered = _rule(**operation.strategies)(perform)
-        if operation.condition is not None:
-            registered = precondition(operation.condition)(registered)
-        rules[perform.__name__] = registered
-    return rules
-
-
 def drawn_target(session: Session) -> Target:
     """The target as the explorer plans for it: without its clock when a restart would leave
     the clock unknown (a test clock whose fate across a restart nobody declared) and the
@@ -232,6 +207,6 @@ def machine_for(session: Session) -> type[RuleBasedStateMachine]:
     draw = Strategies(target, writes_per_charge=session.writes_per_charge)
     for name, operation in _operations(draw, session.latency_ms).items():
         if NEEDS.get(name, "") in capabilities | {""}:
-            namespace.update(_copies(name, operation, WEIGHTS[name]))
+            namespace.update(weighted(_Machine, name, operation, WEIGHTS[name]))
     return cast(type[RuleBasedStateMachine],
                 type("IdempotencyMachine", (_Machine,), namespace))

@@ -21,11 +21,12 @@ longer exists is not tried.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
-from harness.explore._actions import Action
 from harness.explore._failure import Failure
-from harness.explore._session import Session
-from harness.explore._validity import problems_with
+from harness.explore._steps import A
+from harness.explore._story_session import StorySession
 
 __all__ = ["FEWEST_STEPS", "HYPOTHESIS_SHARE", "SHRINK_SLACK", "STALL_ATTEMPTS",
            "EnoughShrinking", "at_fewest", "drop_steps", "enough", "shrink_deadline"]
@@ -33,6 +34,7 @@ __all__ = ["FEWEST_STEPS", "HYPOTHESIS_SHARE", "SHRINK_SLACK", "STALL_ATTEMPTS",
 #: The fewest drawn steps a story can break each property in (1 for the others).  P4 needs a
 #: request and its reuse; P8 a key and the same key in the other tenant; P11 a request and a
 #: clock step that reads the table; P6 a request, a clock jump and a late retry.
+#: (The HTTP explorer's; a front end says its own in ``StorySession.fewest_steps``.)
 FEWEST_STEPS = {"P4": 2, "P6": 3, "P8": 2, "P11": 2}
 #: Attempts in a row that made the shortest story no shorter: shrinking has stopped paying.
 STALL_ATTEMPTS = 10
@@ -46,15 +48,16 @@ class EnoughShrinking(KeyboardInterrupt):
     """Raised as an example starts once shrinking no longer pays; caught by the explorer."""
 
 
-def at_fewest(failure: Failure) -> bool:
-    """Is ``failure`` already as short as a story breaking its property can be?"""
+def at_fewest(failure: Failure[Any], fewest: Mapping[str, int] = FEWEST_STEPS) -> bool:
+    """Is ``failure`` already as short as a story breaking its property can be (``fewest``
+    steps for it, else 1)?"""
     wanted = failure.broken
     if wanted is None:
         return False
-    return failure.operations <= FEWEST_STEPS.get(wanted, 1)
+    return failure.operations <= fewest.get(wanted, 1)
 
 
-def shrink_deadline(session: Session, *, limit: float) -> float | None:
+def shrink_deadline(session: StorySession[Any, Any], *, limit: float) -> float | None:
     """When (``time.monotonic``) shrinking and dropping steps must end: as long after the
     first failure as the failure took to find, plus ``SHRINK_SLACK``, at most ``limit``."""
     if session.first_failure is None:
@@ -63,14 +66,16 @@ def shrink_deadline(session: Session, *, limit: float) -> float | None:
     return session.started + found_after + min(limit, found_after + SHRINK_SLACK)
 
 
-def enough(session: Session, *, limit: float) -> str | None:
+def enough(session: StorySession[Any, Any], *, limit: float,
+           fewest: Mapping[str, int] = FEWEST_STEPS) -> str | None:
     """Why Hypothesis's shrinking should stop now (``minimal``, ``stalled``, ``time``), or
     None.  It has ``HYPOTHESIS_SHARE`` of the shrinking time; dropping steps, which goes
-    straight for shorter stories, has the rest."""
+    straight for shorter stories, has the rest.  ``fewest``: the front end's
+    ``StorySession.fewest_steps``."""
     best, deadline = session.best, shrink_deadline(session, limit=limit)
     if best is None or deadline is None or session.first_failure is None:
         return None
-    if at_fewest(best):
+    if at_fewest(best, fewest):
         return "minimal"
     if session.examples - session.improved_at >= STALL_ATTEMPTS:
         return "stalled"
@@ -78,13 +83,15 @@ def enough(session: Session, *, limit: float) -> str | None:
     return "time" if time.monotonic() >= found + HYPOTHESIS_SHARE * (deadline - found) else None
 
 
-def drop_steps(session: Session, failure: Failure, *, deadline: float) -> Failure:
+def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
+               deadline: float) -> Failure[A]:
     """The shortest version of ``failure`` found by dropping steps before ``deadline``: first
     the story of only the steps the checker cited, then runs of steps, halving their length
     down to single steps, last run first; every drop after which the same property still
     breaks is kept, and the passes repeat until one drops nothing."""
     wanted = failure.broken
-    if wanted is None or at_fewest(failure):
+    fewest = session.fewest_steps
+    if wanted is None or at_fewest(failure, fewest):
         return failure
     drawn = [s for s in failure.steps if not s.settle and s.action is not None]
     actions = [s.action for s in drawn if s.action is not None]
@@ -92,10 +99,10 @@ def drop_steps(session: Session, failure: Failure, *, deadline: float) -> Failur
              and any(s.holds(i) for i in failure.failing_findings[0].events)]
     best = failure
 
-    def attempt(candidate: list[Action]) -> bool:
+    def attempt(candidate: list[A]) -> bool:
         nonlocal best
-        if (not candidate or time.monotonic() >= deadline or at_fewest(best)
-                or problems_with(candidate, session.target)):
+        if (not candidate or time.monotonic() >= deadline or at_fewest(best, fewest)
+                or session.problems_with(candidate)):
             return False
         found = session.play(candidate).failure
         if found and wanted in {f.property for f in found.failing_findings}:
@@ -106,7 +113,7 @@ def drop_steps(session: Session, failure: Failure, *, deadline: float) -> Failur
     if len(cited) < len(actions) and attempt(cited):
         actions = cited
     progress = True
-    while progress and time.monotonic() < deadline and not at_fewest(best):
+    while progress and time.monotonic() < deadline and not at_fewest(best, fewest):
         progress = False
         size = len(actions) // 2
         while size >= 1:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic
 
 from harness._history import Event
 from harness.explore._actions import Action, Clock, Slow, Wait
-from harness.explore._steps import StepRecord
+from harness.explore._steps import A, StepRecord
 
 __all__ = ["MAX_CONFIRMATIONS", "REAL_TIME_LIMIT", "RealTimeStory", "in_real_time"]
 
@@ -32,12 +33,12 @@ MAX_CONFIRMATIONS = 3
 
 
 @dataclass(frozen=True)
-class RealTimeStory:
+class RealTimeStory(Generic[A]):
     """The drawn actions with real waits in place of the jumps made while requests ran
     (``actions`` None when one is too long to wait, ``why`` says which), and how many seconds
     of waiting they hold."""
 
-    actions: list[Action] | None
+    actions: list[A] | None
     waits: float = 0.0
     why: str = ""
 
@@ -49,7 +50,8 @@ def _flights(events: Sequence[Event]) -> list[tuple[Event, float]]:
             if e.f == "request" and e.type == "invoke"]
 
 
-def in_real_time(steps: Sequence[StepRecord], events: Sequence[Event]) -> RealTimeStory:
+def in_real_time(steps: Sequence[StepRecord[Action]],
+                 events: Sequence[Event]) -> RealTimeStory[Action]:
     """The story of ``steps`` (as recorded in ``events``) with every jump made while a request
     ran turned into a wait, and the slowed requests running through it slowed as much more."""
     drawn = [s for s in steps if not s.settle and s.action is not None]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from harness._errors import UsageError
 from harness._outcomes import (
@@ -27,28 +28,24 @@ from harness._outcomes import (
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
 from harness._toxiproxy import ToxiproxyServer
-from harness.explore._actions import Action, Burst, BurstAgain, Overlap, Slow
 from harness.explore._failure import Failure
+from harness.explore._fronts import front_for
 from harness.explore._report import outcome_of
-from harness.explore._session import Session, deployed, emitter
 from harness.explore._story import Provenance, Story, failure_story, save_story, story_of
-from harness.explore._validity import problems_with
+from harness.explore._story_session import emitter
 
 __all__ = ["Replay", "ReplayConfig", "replay"]
 
 REPLAY = "replay"
+_KINDS = {"http": "an HTTP service", "consumer": "a queue consumer"}
 #: How many times a story whose outcome depends on a race is told before saying it did not
-#: fail again: requests released together, or timed against each other, may meet in another
-#: order on another telling (Hypothesis kept the telling in which they met the way that broke).
+#: fail again: requests (or messages) released together, or timed against each other, may meet
+#: in another order on another telling (Hypothesis kept the telling in which they met the way
+#: that broke).  Which stories race, each front end says (``Front.races``).
 TELLINGS = 3
 
 
-def races(actions: Sequence[Action]) -> bool:
-    """Does the story's outcome depend on how concurrent requests meet?"""
-    return any(isinstance(a, Burst | BurstAgain | Overlap | Slow) for a in actions)
-
-
-def _broke(failure: Failure | None, wanted: str | None) -> bool:
+def _broke(failure: Failure[Any] | None, wanted: str | None) -> bool:
     return failure is not None and wanted in {f.property for f in failure.failing_findings}
 
 
@@ -67,14 +64,19 @@ class Replay:
     """The judged replay, the story as it went this time, and whether it failed as before."""
 
     result: RunResult
-    story: Story
+    story: Story[Any]
     reproduced: bool
 
 
-def replay(story: Story, config: ReplayConfig,
+def replay(story: Story[Any], config: ReplayConfig,
            handlers: Sequence[Handler] = ()) -> Replay:
     """Run ``story`` against ``config.target``, judge it, and say if it failed as before."""
-    problems = problems_with(story.actions(), config.target)
+    front = front_for(config.target)
+    if front.name != story.front:
+        raise UsageError(f"the story was drawn against {_KINDS[story.front]}, and target "
+                         f"{config.target.name} is {_KINDS[front.name]}: replay it against a "
+                         "target of the same kind (the story's own target is the default)")
+    problems = front.problems_with(story.actions(), config.target)
     if problems:
         raise UsageError("the story cannot run against target "
                          f"{config.target.name}:\n  " + "\n  ".join(problems)
@@ -84,13 +86,13 @@ def replay(story: Story, config: ReplayConfig,
     clock = time.monotonic()
     emit = emitter(handlers)
     emit(RunStarted(config.target, (REPLAY,), story.seed, config.report_dir))
-    with deployed(config.target, command="replay", started_at=started_at,
-                  report_dir=config.report_dir, allow_remote=config.allow_remote,
-                  toxiproxy=config.toxiproxy) as deployment:
+    with front.deployed(config.target, command="replay", started_at=started_at,
+                        report_dir=config.report_dir, allow_remote=config.allow_remote,
+                        toxiproxy=config.toxiproxy) as deployment:
         emit(ScenarioStarted(REPLAY, 0, 1))
-        session = Session(deployment, retry_horizon=config.retry_horizon,
-                          trust_moved_clock=config.trust_moved_clock)
-        tellings = TELLINGS if story.property is not None and races(story.actions()) else 1
+        session = front.session(deployment, config)
+        tellings = (TELLINGS if story.property is not None and front.races(story.actions())
+                    else 1)
         telling = 1
         world = session.play(story.actions())
         while telling < tellings and not _broke(world.failure, story.property):
@@ -106,7 +108,7 @@ def replay(story: Story, config: ReplayConfig,
     story_path = save_story(again, config.report_dir)
     outcome = outcome_of(best, undecided=session.undecided, seconds=seconds,
                          story_path=story_path, kept=session.kept, name=REPLAY,
-                         notes=session.moved_clock)
+                         notes=session.moved_clock, summary=front.tally(session.summaries))
     reproduced = story.property is not None and story.property in again.properties
     result = RunResult(config.target, (outcome,), story.seed, started_at, config.report_dir,
                        config.retry_horizon, seconds, True,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from harness._checker import PROPERTIES, CheckResult, PropertyResult
 from harness._findings import Note, Verdict
@@ -32,22 +33,26 @@ def _with_replay(check: CheckResult, line: str, notes: Sequence[Note]) -> CheckR
                             r.reason)
         for pid, r in check.results.items()
     }
-    return CheckResult(results, [replace(f, reproduce=line) for f in check.findings],
-                       [*check.notes, *notes])
+    return replace(check, results=results,
+                   findings=[replace(f, reproduce=line) for f in check.findings],
+                   notes=[*check.notes, *notes], unconfirmed=[])
 
 
-def outcome_of(failure: Failure | None, *, undecided: list[str], seconds: float,
+def outcome_of(failure: Failure[Any] | None, *, undecided: list[str], seconds: float,
                story_path: Path | None, kept: Sequence[Event] = (),
-               name: str = EXPLORER.name, notes: Sequence[Note] = ()) -> ScenarioOutcome:
+               name: str = EXPLORER.name, notes: Sequence[Note] = (),
+               summary: dict[str, Any] | None = None) -> ScenarioOutcome:
     """The scenario outcome for a failing story, or for a run in which none failed: then
-    ``kept``, every example's history, is its history, so the report shows what was sent.
+    ``kept``, every example's history, is its history, so the report shows what was sent, and
+    ``summary`` what the checker tallied over every example (a queue consumer's account).
     ``notes`` are the exploration's own (findings seen only with a moved clock)."""
     properties = tuple(PROPERTIES.ids())
     if failure is None:
         verdict: Verdict = "unknown" if undecided else "pass"
         reason = ("the checker could not decide: " + "; ".join(sorted(set(undecided))[:3])
                   if undecided else None)
-        check = CheckResult({}, [], list(notes)) if notes else None
+        check = (CheckResult({}, [], list(notes), summary=summary or {})
+                 if notes or summary else None)
         return ScenarioOutcome(name, verdict, properties, check, reason=reason,
                                events=tuple(kept), seconds=seconds)
     check = (_with_replay(failure.check, replay_line(story_path), notes) if failure.check

@@ -3,7 +3,10 @@
 One file serves the HTML report and ``idem-harness replay``: each step has the fields a reader
 sees (number, kind, text, response, effects) and, for the drawn steps, the ``action`` that
 performs it again; ``charges`` holds what each key ended with, once every client had settled.
-Keys are stored by shape, not by value, so a replay makes fresh ones.  Hypothesis's own
+Keys are stored by shape, not by value, so a replay makes fresh ones.  ``front`` says whose
+actions the steps are: an HTTP service's (``harness.explore._actions``) or a queue consumer's
+(``harness.explore.consumer._actions``); the story model is generic in them, and
+``load_story`` reads each step's action in its own front's vocabulary.  Hypothesis's own
 ``@reproduce_failure`` blob only works with the Hypothesis version that made it; this file is
 the durable reproduction.
 """
@@ -14,7 +17,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from hypothesis import __version__ as HYPOTHESIS_VERSION
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -24,40 +27,47 @@ from harness._checker import CheckResult
 from harness._errors import UsageError
 from harness._findings import Finding, klass_of
 from harness._history import Event
-from harness._target import Target
-from harness.explore._actions import Action, StepKind
+from harness._target import Target, saved_target
+from harness.explore._actions import Action
 from harness.explore._failure import Failure
 from harness.explore._steps import StepRecord
 from harness.reports import write_atomic
 
-__all__ = ["FORMAT", "Provenance", "Story", "StoryStep", "failure_story", "load_story",
+__all__ = ["FORMAT", "Front", "Provenance", "Story", "StoryStep", "failure_story", "load_story",
            "render_story", "save_story", "story_of"]
 
 FORMAT = "idem-harness-story"
+#: Whose actions a story's steps are: an HTTP service's, or a queue consumer's.
+Front = Literal["http", "consumer"]
+#: A step's action as the story model holds it (unparametrised: whatever action was given).
+_Action = TypeVar("_Action")
 
 
-class StoryStep(BaseModel):
+class StoryStep(BaseModel, Generic[_Action]):
     """One step as saved: what a reader sees and, unless the clients were settling, the action
     a replay performs."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     number: int
-    kind: StepKind
+    kind: str
     text: str
     response: str | None = None
     effects: int | None = None
     settle: bool = False
-    action: Action | None = None
+    action: _Action | None = None
 
 
-class Story(BaseModel):
+class Story(BaseModel, Generic[_Action]):
     """A story and what is known about it: how it was found, what broke, where."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     format: Literal["idem-harness-story"] = "idem-harness-story"
     version: Literal[1] = 1
+    front: Front = "http"
+    #: The state machine the story prints as (Hypothesis's ``state = ...Machine()``).
+    machine: str = "IdempotencyMachine"
     seed: int
     examples: int
     seconds: float
@@ -77,9 +87,9 @@ class Story(BaseModel):
     #: but a shorter one may exist.
     shrunk: bool = True
     hypothesis: str = HYPOTHESIS_VERSION
-    steps: list[StoryStep]
+    steps: list[StoryStep[_Action]]
 
-    def actions(self) -> list[Action]:
+    def actions(self) -> list[_Action]:
         """The drawn steps, in order: exactly what a replay performs before settling."""
         return [s.action for s in self.steps if not s.settle and s.action is not None]
 
@@ -88,13 +98,13 @@ class Story(BaseModel):
         if self.target_definition is None:
             raise UsageError(f"the story does not say how to reach {self.target}; give "
                              "--target FILE or --reference")
-        return Target.model_validate(self.target_definition)
+        return saved_target(self.target_definition)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
 
 
-def _legend(steps: Sequence[StepRecord]) -> dict[str, str]:
+def _legend(steps: Sequence[StepRecord[Any]]) -> dict[str, str]:
     legend: dict[str, str] = {}
     for step in steps:
         plan = getattr(step.action, "key", None)
@@ -103,7 +113,8 @@ def _legend(steps: Sequence[StepRecord]) -> dict[str, str]:
     return legend
 
 
-def _final_charges(steps: Sequence[StepRecord], events: Sequence[Event]) -> dict[str, int]:
+def _final_charges(steps: Sequence[StepRecord[Any]],
+                   events: Sequence[Event]) -> dict[str, int]:
     """Each key the story sent, by its name in the story, with the oracle's last count for
     it: how many charges the story ended with (a name used in two tenants says which)."""
     names: dict[Identity, str] = {}
@@ -121,7 +132,7 @@ def _final_charges(steps: Sequence[StepRecord], events: Sequence[Event]) -> dict
     return charges
 
 
-def _evidence(finding: Finding | None, steps: Sequence[StepRecord]) -> list[int]:
+def _evidence(finding: Finding | None, steps: Sequence[StepRecord[Any]]) -> list[int]:
     """The steps whose events the checker cites: the ones that mattered."""
     if finding is None:
         return []
@@ -140,15 +151,19 @@ class Provenance:
     total_seconds: float = 0.0
 
 
-def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: Target,
+def story_of(steps: Sequence[StepRecord[Any]], check: CheckResult | None, *, target: Target,
              found: Provenance, broke_at: int | None = None, error: str | None = None,
-             events: Sequence[Event] = (), shrunk: bool = True) -> Story:
+             events: Sequence[Event] = (), shrunk: bool = True) -> Story[Any]:
     """The story of ``steps``, judged by ``check`` (or stopped by ``error``); ``events`` (its
-    history) gives the charges it ended with."""
+    history) gives the charges it ended with.  A queue consumer's story says so (``front``),
+    so that ``load_story`` reads its actions in the consumer's vocabulary."""
+    consumer = getattr(target, "kind", "http") == "consumer"
     findings = check.findings if check else []
     first = findings[0] if findings else None
     message = first.message if first else (error or "the checker found nothing")
     return Story(
+        front="consumer" if consumer else "http",
+        machine="ConsumerMachine" if consumer else "IdempotencyMachine",
         seed=found.seed, examples=found.examples, seconds=round(found.seconds, 3),
         runs=found.runs, total_seconds=round(found.total_seconds, 3),
         property=first.property if first else None,
@@ -164,14 +179,14 @@ def story_of(steps: Sequence[StepRecord], check: CheckResult | None, *, target: 
     )
 
 
-def failure_story(failure: Failure, *, target: Target, found: Provenance,
-                  shrunk: bool = True) -> Story:
+def failure_story(failure: Failure[Any], *, target: Target, found: Provenance,
+                  shrunk: bool = True) -> Story[Any]:
     return story_of(failure.steps, failure.check, target=target, found=found,
                     broke_at=failure.broke_at, error=failure.error, events=failure.events,
                     shrunk=shrunk)
 
 
-def save_story(story: Story, report_dir: Path | None) -> Path | None:
+def save_story(story: Story[Any], report_dir: Path | None) -> Path | None:
     """Write ``story`` as the report directory's ``story.json``; where it went, if anywhere."""
     if report_dir is None:
         return None
@@ -180,7 +195,16 @@ def save_story(story: Story, report_dir: Path | None) -> Path | None:
     return path
 
 
-def load_story(path: Path) -> Story:
+def _vocabulary(front: object) -> Any:
+    """The actions a story of ``front`` is made of (a consumer's, imported only when read)."""
+    if front == "consumer":
+        from harness.explore.consumer._actions import ConsumerAction
+
+        return ConsumerAction
+    return Action
+
+
+def load_story(path: Path) -> Story[Any]:
     """Read a story file, or say exactly what is wrong with it."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -193,8 +217,10 @@ def load_story(path: Path) -> Story:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError(f"{path} is not an idem-harness story (its \"format\" must be "
                          f"{FORMAT!r}); give the story.json that `idem-harness explore` wrote")
+    model: Any = Story[_vocabulary(data.get("front", "http"))]  # type: ignore[misc]
     try:
-        return Story.model_validate(data)
+        story: Story[Any] = model.model_validate(data)
+        return story
     except ValidationError as exc:
         problems = "\n".join(
             f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
@@ -206,7 +232,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _step_lines(step: StoryStep, indent: str) -> list[str]:
+def _step_lines(step: StoryStep[Any], indent: str) -> list[str]:
     lines = [f"{step.number:>3}  {indent}{step.text}"]
     outcome = [step.response] if step.response else []
     if step.effects is not None:
@@ -221,12 +247,12 @@ def _listing(numbers: Sequence[int]) -> str:
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
 
 
-def render_story(story: Story, *, replay_line: str = "", heading: str = "") -> str:
+def render_story(story: Story[Any], *, replay_line: str = "", heading: str = "") -> str:
     """The story as Hypothesis would print it: the steps, then what broke and where."""
     found = (f"found after {_plural(story.examples, 'example')} in {story.seconds:.1f} s, "
              f"seed {story.seed}")
     lines = [heading or f"Shortest failing story ({_plural(story.operations, 'step')}), {found}:",
-             "", "     state = IdempotencyMachine()"]
+             "", f"     state = {story.machine}()"]
     drawn = [s for s in story.steps if not s.settle]
     settled = [s for s in story.steps if s.settle]
     for step in drawn:

@@ -20,8 +20,8 @@ from harness.explore._actions import Change, Spelling
 from harness.explore._bodies import Fill, render
 from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds
 
-__all__ = ["AGAIN", "OVERLAP_FRACTIONS", "PAST_THE_LEASE", "Again", "BadBody", "Draft",
-           "KeyChoice", "Strategies"]
+__all__ = ["AGAIN", "OVERLAP_FRACTIONS", "PAST_THE_LEASE", "RECENT_FIRST", "Again", "BadBody",
+           "Draft", "KeyChoice", "Strategies", "clock_steps"]
 
 #: How far past the promised lease a jump goes: beyond the checker's slack for clock skew.
 PAST_THE_LEASE = LEASE_SLACK + 3.0
@@ -89,15 +89,14 @@ class KeyChoice:
     kind: HostileKind | None = None
 
 
-def _clock_steps(target: Target) -> list[tuple[float, str]]:
+def clock_steps(*, lease: float | None, retention: float | None) -> list[tuple[float, str]]:
     """Clock jumps that land somewhere that matters: past the lease, a few minutes, inside the
-    retention, past it.  Integers that never add up to the retention, so the harness's and the
-    target's clocks never disagree about which side of it a retry falls."""
-    promises = target.promises
+    retention (a consumer's dedup window), past it.  Integers that never add up to the
+    retention, so the harness's and the target's clocks never disagree about which side of it
+    a retry falls."""
     steps: list[tuple[float, str]] = []
-    if promises.lease is not None:
-        steps.append((promises.lease + PAST_THE_LEASE, "past the lease"))
-    retention = promises.retention
+    if lease is not None:
+        steps.append((lease + PAST_THE_LEASE, "past the lease"))
     if retention is None:
         return [*steps, (700.0, "a few minutes"), (21_600.0, "six hours"),
                 (172_800.0, "two days")]
@@ -129,7 +128,8 @@ class Strategies:
                                 self.fills)
         self.faults = st.sampled_from([name for name, fault in FAULTS.items()
                                        if fault.where == "client" or target.store_proxy])
-        self.clock_steps = _clock_steps(target)
+        self.clock_steps = clock_steps(lease=target.promises.lease,
+                                       retention=target.promises.retention)
         crash = target.hooks.crash
         self.crash_points = (list(crash.points) if crash and crash.header else ["in-flight"])
         self.handler_faults = [f.name for f in target.hooks.handler_faults]

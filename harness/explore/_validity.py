@@ -31,7 +31,7 @@ from harness.explore._actions import (
     Slow,
 )
 
-__all__ = ["problems_with"]
+__all__ = ["problems_with", "toggled"]
 
 
 def _needs(action: Action) -> str | None:
@@ -98,10 +98,17 @@ def problems_with(actions: Sequence[Action], target: Target) -> list[str]:
                                 f"{', '.join(FAULTS)}")
             elif fault.where == "store" and "store-proxy" not in capabilities:
                 problems.append(f"{where}: {missing_capability(target, 'store-proxy')}")
-            if isinstance(action, FaultOn):
-                faults_on.add(action.fault)
-            elif action.fault not in faults_on:
-                problems.append(f"{where} heals a fault that is not on")
-            else:
-                faults_on.discard(action.fault)
+            problems += toggled(action, faults_on, where)
     return problems
+
+
+def toggled(action: FaultOn | FaultOff, faults_on: set[str], where: str) -> list[str]:
+    """Switch ``action``'s fault on or off in ``faults_on``; healing one that is not on is a
+    problem (a dropped step can leave it so)."""
+    if isinstance(action, FaultOn):
+        faults_on.add(action.fault)
+    elif action.fault not in faults_on:
+        return [f"{where} heals a fault that is not on"]
+    else:
+        faults_on.discard(action.fault)
+    return []

@@ -108,7 +108,7 @@ class World:
                                        policy=CAREFUL_CLIENT)
         self.keys = KeyMaker(self.target.key)
         self._routes = Routes(self.context)
-        self.steps: list[StepRecord] = []
+        self.steps: list[StepRecord[Action]] = []
         self._operations: dict[str, _Operation] = {}
         self._faults_on: list[str] = []
         self._background = Background(self.context)
@@ -117,7 +117,8 @@ class World:
         self._moved = 0.0  # seconds the story has moved the target's clock
         self._renewed = False  # a key was sent again after its retention ran out
         self._database_faulted = False  # a fault acted on the target's database
-        self.failure: Failure | None = None  # once set, nothing more happens in this world
+        #: Once set, nothing more happens in this world.
+        self.failure: Failure[Action] | None = None
         #: Findings seen only with a moved clock, kept for the real-time telling at the end.
         self.doubted: list[Finding] = []
         self._observed = 0  # history events already seen by the oracle's last look
@@ -127,20 +128,21 @@ class World:
 
     # ---- acting ----------------------------------------------------------------------------
 
-    def step(self, action: Action) -> StepRecord:
+    def step(self, action: Action) -> StepRecord[Action]:
         """Perform one drawn action and record it as the story's next step."""
         number = sum(1 for s in self.steps if not s.settle) + 1
         return self._record(action, number, settle=False)
 
-    def _record(self, action: Action, number: int, *, settle: bool) -> StepRecord:
-        record = StepRecord(number, kind_of(action), action.text(), action,
-                            settle=settle, first_event=len(self.history))
+    def _record(self, action: Action, number: int, *, settle: bool) -> StepRecord[Action]:
+        record: StepRecord[Action] = StepRecord(number, kind_of(action), action.text(), action,
+                                                settle=settle, first_event=len(self.history))
         self.steps.append(record)
         record.response, record.identity = self._perform(action, record)
         record.last_event = len(self.history)
         return record
 
-    def _perform(self, action: Action, record: StepRecord) -> tuple[str | None, Identity | None]:
+    def _perform(self, action: Action,
+                 record: StepRecord[Action]) -> tuple[str | None, Identity | None]:
         match action:
             case NewRequest():
                 request = self._new_operation(action.id, action.tenant, action.key, action.body)
@@ -363,7 +365,7 @@ class World:
     def _table_rows(self) -> int:
         return self.deployment.store_size()["rows"]
 
-    def _start_slow(self, action: Slow, record: StepRecord) -> Request:
+    def _start_slow(self, action: Slow, record: StepRecord[Action]) -> Request:
         request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                       label="slow")
         base = self.target.client.fault_timeout if self._faults_on else self.target.client.timeout
@@ -475,9 +477,10 @@ class World:
         last: list[tuple[_Operation, Event]] = []
         for operation in operations:
             number = len(self.steps) + 1
-            record = StepRecord(number, "retry", f"state.retry_until_answered({operation.name})",
-                                Retry(id=operation.name), settle=True,
-                                first_event=len(self.history), identity=operation.identity)
+            record: StepRecord[Action] = StepRecord(
+                number, "retry", f"state.retry_until_answered({operation.name})",
+                Retry(id=operation.name), settle=True, first_event=len(self.history),
+                identity=operation.identity)
             self.steps.append(record)
             self._note_renewal(operation)
             answers = self._until_answered(replace(operation.request, label="retry"),

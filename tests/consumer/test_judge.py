@@ -139,3 +139,23 @@ def test_a_second_effect_past_the_dedup_window_is_allowed() -> None:
     drain(history)
     effects(history, "k1", 2)
     assert judge(history)["P1"][0] == "pass"
+
+
+def test_a_key_published_again_past_its_window_after_a_cut_may_run_twice() -> None:
+    """An explored story: a job, its consumer's connection cut later (another key's lost ack),
+    the clock past the dedup window, the key published again: two effects are the two windows'
+    (P1 notes it), never a P9 'instead of exactly one'."""
+    history = History()
+    publish(history, "k1")
+    history.record("info", "fault", NEMESIS, value={"fault": "connection-cut",
+                                                   "where": "consumer", "instance": 0})
+    history.record("info", "heal", NEMESIS, value={"fault": "connection-cut",
+                                                  "where": "consumer", "instance": 0})
+    history.record("info", "clock", NEMESIS, value={"seconds": 2 * 3600.0, "via": "hook"})
+    publish(history, "k1", label="republish", message_id="m-k1-again")
+    drain(history)
+    effects(history, "k1", 2)
+    verdicts = judge(history)
+    assert verdicts["P9"] == ("pass", []) and verdicts["P1"] == ("pass", []), verdicts
+    effects(history, "k1", 3)  # a third is one more than the two windows allow
+    assert judge(history)["P9"][0] == "fail"

@@ -131,3 +131,34 @@ def test_a_delivery_held_by_a_dead_process_waits_for_its_redelivery() -> None:
     history.record("ok", "deliver", "consumer-0", key="k", value={"pid": 2, "redelivered": True})
     history.record("ok", "ack", "consumer-0", key="k", value={"pid": 2})
     assert unsettled(history.events(), {"k": 1}, live) == {}
+
+
+def _hold(history: History, f: str, instance: int) -> None:
+    history.record("info", f, NEMESIS,
+                   value={"fault": "ack-held", "where": "consumer", "instance": instance})
+
+
+def _cut(history: History, instance: int) -> None:
+    history.record("info", "fault", NEMESIS,
+                   value={"fault": "connection-cut", "where": "consumer", "instance": instance})
+
+
+def test_a_second_lost_ack_is_weighed_against_its_own_hold_on_its_own_consumer() -> None:
+    """An explored story may hold the acks, cut and lift the hold more than once, on two
+    consumers: each lost ack is weighed against the hold its cut met, not the first one."""
+    history = History()
+    for key in ("k1", "k2"):
+        for instance in (0, 1):
+            _hold(history, "fault", instance)
+        publish(history, key)
+        intend(history, "work-done-ack-held", key, "P1", "P9", instance=0, incident="cut")
+        observe(history, key, effects=1, ready=0)
+        for instance in (0, 1):
+            _cut(history, instance)
+        for instance in (0, 1):
+            _hold(history, "heal", instance)
+    drain(history)
+    effects(history, "k1", 1)
+    effects(history, "k2", 1)
+    verdicts = judge(history)
+    assert verdicts["P1"] == ("pass", None) and verdicts["P9"][0] == "pass", verdicts

@@ -1,6 +1,8 @@
-"""``python -m tests.consumer_corpus.play TARGET REPORT_DIR [--flaw F] [--scenario S]...``: one
-run of the harness against a corpus consumer, started with ``--flaw`` when given, its report
-written to REPORT_DIR.  A process of its own per run, so the corpus's runs go side by side."""
+"""``python -m tests.consumer_corpus.play TARGET REPORT_DIR [--flaw F] [--scenario S]...
+[--explore N]``: one run of the harness against a corpus consumer, started with ``--flaw`` when
+given, its report written to REPORT_DIR; with ``--explore N``, a seeded exploration of N
+examples instead of the scenarios.  A process of its own per run, so the corpus's runs go side
+by side."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ from pathlib import Path
 from harness import load_target
 from harness._runner import RunConfig
 from harness.consumer import ConsumerScenario, run_target
+from harness.explore import ExploreConfig, explore
 from harness.reports import ReportDirectory
 from scenarios import CATALOG, get_scenario
 
 SEED = 7
+#: Steps per explored example: a few faults and jobs each, so a handful of examples stays short.
+EXPLORE_STEPS = 8
 
 
 def main() -> None:
@@ -23,10 +28,17 @@ def main() -> None:
     parser.add_argument("--flaw")
     parser.add_argument("--scenario", action="append", default=[])
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--explore", type=int, default=0, metavar="EXAMPLES")
     args = parser.parse_args()
     target = load_target(args.target)
     if args.flaw:
         target = target.with_start_args(["--flaw", args.flaw])
+    if args.explore:
+        done = explore(ExploreConfig(target=target, max_examples=args.explore, seed=args.seed,
+                                     report_dir=args.report_dir, steps=EXPLORE_STEPS,
+                                     shrink_seconds=10.0),
+                       [ReportDirectory(args.report_dir)])
+        raise SystemExit(done.result.exit_code)
     scenarios = ([get_scenario(n) for n in args.scenario] if args.scenario else
                  [s for s in CATALOG.values() if isinstance(s, ConsumerScenario)])
     result = run_target(RunConfig(target=target, scenarios=scenarios, seed=args.seed,

@@ -8,7 +8,8 @@ the reference consumer's shape; neither is hidden: the message lists every findi
 
 Every run is a process of its own (``play.py``) against the session's broker and Toxiproxy,
 four at a time: most of a consumer run is waiting (pauses, heartbeats, quiet intervals), so
-side by side the corpus fits the suite's budget.
+side by side the corpus fits the suite's budget.  Beside the scenarios, each correct consumer
+gets a seeded exploration of a few examples (``EXPLORE_EXAMPLES``), which must find nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from tests.consumer_corpus.conftest import CONSUMERS, STAMPS, Flaw, flaws, requi
 CONSUMER_NAMES = tuple(STAMPS)
 FLAWS = flaws()
 PARALLEL = 4
+#: Examples a seeded exploration of each correct consumer draws (``play.py --explore``).
+EXPLORE_EXAMPLES = 3
+#: A run: (consumer, flaw or None, "run" or "explore").
+Job = tuple[str, str | None, str]
 ROOT = Path(__file__).parents[2]
 
 
@@ -68,21 +73,24 @@ def test_the_corpus_covers_every_choice_and_each_consumer_has_a_flaw() -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, rabbitmq_server: RabbitServer,
-         toxiproxy_server: ToxiproxyServer) -> dict[tuple[str, str | None], Path]:
-    """Every correct consumer over the whole consumer catalog, and each flaw over the scenario
-    that shows it: (consumer, flaw or None) -> the run's report directory."""
+         toxiproxy_server: ToxiproxyServer) -> dict[Job, Path]:
+    """Every correct consumer over the whole consumer catalog and explored with a seed, and
+    each flaw over the scenario that shows it: the run's report directory by ``Job``."""
     for name in CONSUMER_NAMES:
         require(name)  # a missing install fails (CI) or skips here
     env = {**os.environ, "IDEM_AMQP_URL": rabbitmq_server.url,
            "TOXIPROXY_URL": toxiproxy_server.url}
-    jobs: dict[tuple[str, str | None], tuple[Path, list[str]]] = {}
+    jobs: dict[Job, tuple[Path, list[str]]] = {}
     for name in CONSUMER_NAMES:
-        jobs[(name, None)] = (tmp_path_factory.mktemp(f"{name}-correct"), [])
+        jobs[(name, None, "run")] = (tmp_path_factory.mktemp(f"{name}-correct"), [])
+        jobs[(name, None, "explore")] = (tmp_path_factory.mktemp(f"{name}-explore"),
+                                         ["--explore", str(EXPLORE_EXAMPLES)])
     for flaw in FLAWS:
-        jobs[(flaw.consumer, flaw.name)] = (tmp_path_factory.mktemp(f"{flaw.consumer}-flaw"),
-                                            ["--flaw", flaw.name, "--scenario", flaw.scenario])
+        jobs[(flaw.consumer, flaw.name, "run")] = (
+            tmp_path_factory.mktemp(f"{flaw.consumer}-flaw"),
+            ["--flaw", flaw.name, "--scenario", flaw.scenario])
 
-    def play(job: tuple[str, str | None]) -> None:
+    def play(job: Job) -> None:
         report, extra = jobs[job]
         done = subprocess.run(
             [sys.executable, "-m", "tests.consumer_corpus.play",
@@ -91,7 +99,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, rabbitmq_server: RabbitServer
         (report / "stderr.txt").write_text(done.stdout + done.stderr)
 
     # The slowest first, so the pool ends together.
-    order = sorted(jobs, key=lambda j: (j[1] is not None, j[0] != "faststream_redis"))
+    order = sorted(jobs, key=lambda j: (j[1] is not None, j[2] != "run",
+                                        j[0] != "faststream_redis"))
     with ThreadPoolExecutor(PARALLEL) as pool:
         list(pool.map(play, order))
     return {job: report for job, (report, _) in jobs.items()}
@@ -105,9 +114,8 @@ def _results(report: Path) -> dict[str, Any]:
 
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("name", CONSUMER_NAMES)
-def test_a_correct_consumer_has_no_finding(
-        name: str, runs: dict[tuple[str, str | None], Path]) -> None:
-    results = _results(runs[(name, None)])
+def test_a_correct_consumer_has_no_finding(name: str, runs: dict[Job, Path]) -> None:
+    results = _results(runs[(name, None, "run")])
     assert results["complete"]
     findings = _findings(results)
     assert not findings, f"false findings on the correct consumer {name}:\n" + "\n".join(findings)
@@ -119,15 +127,34 @@ def test_a_correct_consumer_has_no_finding(
 
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("flaw", FLAWS, ids=[f"{f.consumer}-{f.name}" for f in FLAWS])
-def test_each_flaw_is_caught_by_the_property_it_breaks(
-        flaw: Flaw, runs: dict[tuple[str, str | None], Path]) -> None:
-    results = _results(runs[(flaw.consumer, flaw.name)])
+def test_each_flaw_is_caught_by_the_property_it_breaks(flaw: Flaw,
+                                                       runs: dict[Job, Path]) -> None:
+    results = _results(runs[(flaw.consumer, flaw.name, "run")])
     (scenario,) = results["scenarios"]
     named = sorted({f["property"] for f in scenario["findings"]})
     assert scenario["verdict"] == "fail" and set(named) & set(flaw.properties), (
         f"{flaw.consumer} --flaw {flaw.name}: {flaw.scenario} gave {scenario['verdict']} "
         f"({scenario.get('reason') or scenario.get('unknown_reasons')}) with findings "
         f"{named or 'none'}; expected one of {', '.join(flaw.properties)}")
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", CONSUMER_NAMES)
+def test_a_seeded_explore_of_a_correct_consumer_finds_nothing(
+        name: str, runs: dict[Job, Path]) -> None:
+    """Stories of publishes, copies, republishes, lost acks, kills, stalls, clock jumps and
+    poison messages on a consumer someone else wrote: no finding, nothing lost or doubled,
+    and every story judged (a step whose moment was not shown would leave it unknown)."""
+    report = runs[(name, None, "explore")]
+    results = _results(report)
+    findings = _findings(results)
+    assert not findings, f"false findings exploring {name}:\n" + "\n".join(findings)
+    assert results["verdict"] == "pass", results["scenarios"][0]["reason"]
+    numbers = results["extra"]["explore"]
+    assert numbers["examples"] == EXPLORE_EXAMPLES and numbers["publishes"] > 0
+    assert not (report / "story.json").exists()
+    account = results["queue_account"]
+    assert account["outcomes"]["lost"] == 0 and account["outcomes"]["duplicated"] == 0
 
 
 @pytest.mark.timeout(300)

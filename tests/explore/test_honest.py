@@ -1,7 +1,7 @@
 """The explorer is honest when stopped and about what it keeps (issue 23): interrupted at any
 moment it still writes its report, marked incomplete, and exits 130/143 without a traceback;
 its failing examples live beside the reports, are announced before they are replayed, and a
-flag forgets them; a queue consumer is refused up front."""
+flag forgets them.  (A queue consumer is explored too: tests/consumer/test_explore.py.)"""
 
 from __future__ import annotations
 
@@ -149,16 +149,6 @@ def test_the_command_stopped_by_a_signal_exits_as_the_shell_expects_without_a_tr
     assert "marked incomplete" in err
     results = json.loads((report / "results.json").read_text())
     assert results["complete"] is False and (report / "index.html").exists()
-
-
-def test_a_queue_consumer_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "explore", "--target",
-         str(REPOSITORY / "examples" / "targets" / "celery-charges.toml"),
-         "--report-dir", str(tmp_path / "report")],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "queue consumer" in done.stderr
-    assert "Traceback" not in done.stderr and not (tmp_path / "report").exists()
 
 
 def test_failing_examples_are_kept_beside_the_reports_announced_and_forgotten_on_request(
