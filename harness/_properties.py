@@ -912,7 +912,10 @@ def _converged(view: View, incident: _Incident, identity: Identity,
                           f"{incident.what}, past the promised lease of "
                           f"{format_duration(promises.lease)}: it is stuck for good", evidence)
             return
-    finals = [a for a in after if _final(a, errors, options)]
+    # a request already running through the incident that answered after it counts too: its
+    # final answer shows the key was not left in progress
+    finals = [a for a in attempts
+              if a.end_time > incident.end.time and _final(a, errors, options)]
     expired = (retention is not None and view.target_time(view.events[-1])
                > view.target_time(incident.start) + retention)
     if after and not finals and expired:

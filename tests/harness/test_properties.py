@@ -428,6 +428,24 @@ def test_p9_notes_a_500_during_an_outage_that_charged_nothing() -> None:
     assert any("only the wrong status" in n.message for n in result.notes)
 
 
+def test_p9_counts_the_answer_of_a_request_that_ran_through_the_outage() -> None:
+    """A slow original running while another key's store write was cut, a retry told "in
+    progress", then the original's 201: the key converged (redis_ledger's explore read it as
+    undecided before)."""
+    story = Story()
+    original = story.invoke("k1")
+    story.history.record("info", "fault", "nemesis",
+                         value={"fault": "cut-after-write", "where": "store"})
+    story.history.record("info", "heal", "nemesis",
+                         value={"fault": "cut-after-write", "where": "store"})
+    story.attempt("k1", 409, attempt=2)
+    story.answer(original, 201, resource="ch_1")
+    story.effects("k1", 1, ids=["ch_1"])
+    result = story.check("P9")
+    assert result.results["P9"].verdict == "pass", result
+    assert not result.notes, result.notes
+
+
 def test_p9_fails_when_an_outage_leaves_two_charges() -> None:
     story = Story()
     store_outage(story, during=503, after=201, count=2)

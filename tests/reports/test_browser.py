@@ -283,6 +283,7 @@ def real_pages(background_runs: dict[str, Started], demo_run: DemoRun,
     for name, each in background_runs.items():
         each.finish(timeout=240)
         assert each.process.returncode == EXIT_CODES[name], each.log.read_text()
+        assert (each.directory / "index.html").exists(), each.log.read_text()
     sections = tmp_path_factory.mktemp("sections")
     write_sample_sections(sections, row_report=demo_run.directory / "flawed")
     return RealPages(demo_run.directory, background_runs["explore"].directory,
