@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness._rabbitmq import start_rabbitmq
-from harness._reference import reference_target
 from harness._runner import RunConfig
 from harness.consumer import ConsumerScenario, reference_consumer_target, run_target
+from harness.services._rabbitmq import start_rabbitmq
+from harness.targets._reference import reference_target
 from scenarios import CATALOG
 
 CONSUMER_GOAL = 60.0

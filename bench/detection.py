@@ -41,14 +41,15 @@ from pathlib import Path
 
 from harness._errors import HarnessError
 from harness._outcomes import RunResult
-from harness._postgres import start_postgres
 from harness._profiles import get_profile
-from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
-from harness._target import Target, load_target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness._target import Target
 from harness.consumer import ConsumerScenario, ConsumerTarget, run_target, shared_broker
 from harness.explore import ExploreConfig, explore
+from harness.services._postgres import start_postgres
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.targets._loader import load_target
+from harness.targets._reference import reference_target
 from reference_server.flaws import FLAWS
 from scenarios import CATALOG
 

@@ -35,13 +35,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness._postgres import start_postgres
 from harness._profiles import get_profile
-from harness._reference import reference_target
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.consumer import reference_consumer_target, shared_broker
 from harness.explore import ExploreConfig, ReplayConfig, explore, load_story, replay
+from harness.services._postgres import start_postgres
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.targets._reference import reference_target
 from reference_server.consumer.flaws import CONSUMER_FLAWS
 from reference_server.flaws import FLAWS
 

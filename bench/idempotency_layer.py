@@ -41,9 +41,9 @@ from pathlib import Path
 from psycopg.conninfo import conninfo_to_dict
 
 from harness._errors import ServiceUnavailable
-from harness._network import free_port
-from harness._postgres import start_postgres
-from harness._processes import ManagedProcess
+from harness.services._network import free_port
+from harness.services._postgres import start_postgres
+from harness.services._processes import ManagedProcess
 
 BODY = json.dumps({"amount": 1250, "currency": "EUR", "customer": "cus_bench"}).encode()
 LAYER_COST_GOAL = 0.35

@@ -37,12 +37,12 @@ import psutil
 
 from harness._deployment import Deployment
 from harness._durations import parse_duration
-from harness._postgres import start_postgres
-from harness._reference import reference_target
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
 from harness.load._plan import target_definition
+from harness.services._postgres import start_postgres
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.targets._reference import reference_target
 
 #: The goal of issue 17 part 3: the harness at least this share of bare FastHttpUser.
 GOAL = 0.5

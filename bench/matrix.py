@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from harness._matrix import MatrixRow, run_matrix
-from harness._reference import reference_target
+from harness.targets._reference import reference_target
 from reference_server.flaws import FLAWS
 from scenarios import CATALOG
 

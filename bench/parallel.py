@@ -18,11 +18,11 @@ from pathlib import Path
 
 from harness._outcomes import RunResult
 from harness._parallel import default_jobs
-from harness._postgres import PostgresServer, start_postgres
-from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.cli._run import own_target
+from harness.services._postgres import PostgresServer, start_postgres
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.targets._reference import reference_target
 from scenarios import CATALOG
 
 GOAL_RATIO = 0.5

@@ -32,12 +32,12 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
 
-from harness._commit_proxy import CommitProxy
 from harness._errors import ServiceUnavailable
-from harness._network import free_port
-from harness._postgres import start_postgres
-from harness._processes import ManagedProcess
-from harness._toxiproxy import start_toxiproxy
+from harness.services._commit_proxy import CommitProxy
+from harness.services._network import free_port
+from harness.services._postgres import start_postgres
+from harness.services._processes import ManagedProcess
+from harness.services._toxiproxy import start_toxiproxy
 
 GOAL = 1.10
 PLAIN = "Toxiproxy only"

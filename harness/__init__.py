@@ -11,18 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness._analysis import Attempt, View
-    from harness._checker import (
-        PROPERTIES,
-        CheckOptions,
-        CheckResult,
-        Inconclusive,
-        PropertyResult,
-        check_history,
-        prop,
-    )
     from harness._client import RecordingClient, Request, RetryPolicy, fingerprint, is_final
-    from harness._commit_proxy import AfterWrite, CommitProxy
     from harness._deployment import Deployment, Instance
     from harness._errors import (
         HarnessError,
@@ -33,32 +22,44 @@ if TYPE_CHECKING:
         ToxiproxyError,
         UsageError,
     )
-    from harness._findings import SAFETY_PROPERTIES, Finding, Note, Verdict
     from harness._history import Event, History
     from harness._nemesis import FAULTS, Fault, Nemesis, fault_named
     from harness._outcomes import RunResult, ScenarioOutcome
     from harness._profiles import Profile, get_profile, in_ci
     from harness._runner import RunConfig, judge, run_scenarios
     from harness._scenario import NotApplicable, Scenario, ScenarioContext
-    from harness._target import KeySpec, Promises, Target, load_target
+    from harness._target import KeySpec, Promises, Target
+    from harness.judging._analysis import Attempt, View
+    from harness.judging._checker import (
+        PROPERTIES,
+        CheckOptions,
+        CheckResult,
+        Inconclusive,
+        PropertyResult,
+        check_history,
+        prop,
+    )
+    from harness.judging._findings import SAFETY_PROPERTIES, Finding, Note, Verdict
+    from harness.services._commit_proxy import AfterWrite, CommitProxy
+    from harness.targets._loader import load_target
 
 _EXPORTS: dict[str, str] = {
-    "Attempt": "harness._analysis",
-    "View": "harness._analysis",
-    "PROPERTIES": "harness._checker",
-    "CheckOptions": "harness._checker",
-    "CheckResult": "harness._checker",
-    "Inconclusive": "harness._checker",
-    "PropertyResult": "harness._checker",
-    "check_history": "harness._checker",
-    "prop": "harness._checker",
+    "Attempt": "harness.judging._analysis",
+    "View": "harness.judging._analysis",
+    "PROPERTIES": "harness.judging._checker",
+    "CheckOptions": "harness.judging._checker",
+    "CheckResult": "harness.judging._checker",
+    "Inconclusive": "harness.judging._checker",
+    "PropertyResult": "harness.judging._checker",
+    "check_history": "harness.judging._checker",
+    "prop": "harness.judging._checker",
     "RecordingClient": "harness._client",
     "Request": "harness._client",
     "RetryPolicy": "harness._client",
     "fingerprint": "harness._client",
     "is_final": "harness._client",
-    "AfterWrite": "harness._commit_proxy",
-    "CommitProxy": "harness._commit_proxy",
+    "AfterWrite": "harness.services._commit_proxy",
+    "CommitProxy": "harness.services._commit_proxy",
     "Deployment": "harness._deployment",
     "Instance": "harness._deployment",
     "HarnessError": "harness._errors",
@@ -68,10 +69,10 @@ _EXPORTS: dict[str, str] = {
     "TargetFileError": "harness._errors",
     "ToxiproxyError": "harness._errors",
     "UsageError": "harness._errors",
-    "SAFETY_PROPERTIES": "harness._findings",
-    "Finding": "harness._findings",
-    "Note": "harness._findings",
-    "Verdict": "harness._findings",
+    "SAFETY_PROPERTIES": "harness.judging._findings",
+    "Finding": "harness.judging._findings",
+    "Note": "harness.judging._findings",
+    "Verdict": "harness.judging._findings",
     "Event": "harness._history",
     "History": "harness._history",
     "FAULTS": "harness._nemesis",
@@ -92,7 +93,7 @@ _EXPORTS: dict[str, str] = {
     "KeySpec": "harness._target",
     "Promises": "harness._target",
     "Target": "harness._target",
-    "load_target": "harness._target",
+    "load_target": "harness.targets._loader",
 }
 
 __all__ = [

@@ -2,11 +2,11 @@
 harness's own account of where it stands.
 
 A target that serves a clock hook moves its own clock when asked (``HookClock``); a target the
-harness starts under libfaketime has it moved from outside (``harness._faketime``).  Scenarios
-and the explorer only ever call ``advance``; the history records ``via`` beside each jump, so a
-report says which way the clock was moved.  A move from outside can fail unseen (a statically
-linked program ignores ``LD_PRELOAD``), so ``confirm_jump`` asks the target what time it is
-before and after one.
+harness starts under libfaketime has it moved from outside (``harness.services._faketime``).
+Scenarios and the explorer only ever call ``advance``; the history records ``via`` beside each
+jump, so a report says which way the clock was moved.  A move from outside can fail unseen (a
+statically linked program ignores ``LD_PRELOAD``), so ``confirm_jump`` asks the target what
+time it is before and after one.
 
 ``ClockKeeper`` keeps the sum of every jump, so the harness knows the target's time at every
 step, and puts it back after a restart: a test clock kept in a process's memory starts again

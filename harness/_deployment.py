@@ -32,13 +32,8 @@ from harness._clock import (
     confirm_jump,
     target_time,
 )
-from harness._commit_proxy import CommitProxy
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
-from harness._faketime import FaketimeClock
-from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
-from harness._processes import ManagedProcess
-from harness._recorder import Recorder
 from harness._store_size import read_store_size
 from harness._target import (
     HttpEffects,
@@ -47,7 +42,12 @@ from harness._target import (
     Target,
     render_template,
 )
-from harness._toxiproxy import ToxiproxyProxy, ToxiproxyServer
+from harness.services._commit_proxy import CommitProxy
+from harness.services._faketime import FaketimeClock
+from harness.services._network import free_port, require_loopback
+from harness.services._processes import ManagedProcess
+from harness.services._recorder import Recorder
+from harness.services._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 
 __all__ = ["CONFIRMING_JUMP", "Deployment", "Instance"]
 

@@ -26,8 +26,9 @@ from harness._outcomes import Handler, RunResult
 from harness._runner import RunConfig
 from harness._scenario import Scenario
 from harness._target import Target
-from harness._toxiproxy import start_toxiproxy
-from harness.consumer import ConsumerTarget, run_target, shared_broker
+from harness.consumer._runner import run_target, shared_broker
+from harness.consumer._target import ConsumerTarget
+from harness.services._toxiproxy import start_toxiproxy
 
 __all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "render_matrix_json",
            "render_matrix_lines", "render_matrix_markdown", "render_row_line", "run_matrix"]

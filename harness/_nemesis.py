@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from harness._clock import ClockAfterRestart
-from harness._commit_proxy import AfterWrite, Watch, WriteSeen
 from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._history import NEMESIS, STORE, History
-from harness._toxiproxy import Stream, Toxic, ToxiproxyProxy
+from harness.services._commit_proxy import AfterWrite, Watch, WriteSeen
+from harness.services._toxiproxy import Stream, Toxic, ToxiproxyProxy
 
 __all__ = ["FAULTS", "Fault", "Nemesis", "fault_named"]
 

@@ -17,9 +17,9 @@ import psycopg
 
 from harness._errors import ServiceError
 from harness._history import ORACLE, Event, History
-from harness._network import require_loopback
-from harness._recorder import Recorder
 from harness._target import HttpEffects, SqlEffects, placeholders, render_template
+from harness.services._network import require_loopback
+from harness.services._recorder import Recorder
 
 __all__ = [
     "EffectCount",

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from harness._checker import CheckResult
-from harness._findings import Finding, Note, Verdict, merge_verdicts
 from harness._history import Event
 from harness._target import Target
+from harness.judging._checker import CheckResult
+from harness.judging._findings import Finding, Note, Verdict, merge_verdicts
 
 __all__ = [
     "EXIT_CODES",

@@ -33,7 +33,7 @@ from harness._interrupts import StopRequest, each_as_done
 from harness._outcomes import ScenarioOutcome
 from harness._scenario import Scenario
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 
 __all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded", "default_jobs",
            "needs_whole_target", "run_at_once", "whole_target_scenarios"]

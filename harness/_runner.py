@@ -15,10 +15,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness._checker import CheckOptions, CheckResult, PropertyResult, check_history
 from harness._deployment import Deployment
 from harness._errors import HarnessError, ReportNotWritten
-from harness._findings import Finding, merge_verdicts
 from harness._history import Event, History
 from harness._interrupts import Interrupted, StopRequest
 from harness._outcomes import (
@@ -33,11 +31,13 @@ from harness._outcomes import (
     Step,
 )
 from harness._parallel import OwnInstances, run_at_once, whole_target_scenarios
-from harness._paths import state_dir
-from harness._reproduce import curl_for, script_path
 from harness._scenario import NotApplicable, Scenario, ScenarioContext
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.judging._checker import CheckOptions, CheckResult, PropertyResult, check_history
+from harness.judging._findings import Finding, merge_verdicts
+from harness.reproduction._scripts import curl_for, script_path
+from harness.services._paths import state_dir
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
 __all__ = ["RunConfig", "judge", "run_scenarios"]
 

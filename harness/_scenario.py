@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness._client import RecordingClient, Request, RetryPolicy, is_final
-from harness._commit_proxy import AfterWrite, Watch
 from harness._deployment import Deployment
 from harness._errors import HarnessError, UsageError
 from harness._history import NEMESIS, ORACLE, Event, History
@@ -33,6 +32,7 @@ from harness._target import (
     Target,
     render_template,
 )
+from harness.services._commit_proxy import AfterWrite, Watch
 
 __all__ = ["CAPABILITY_HINTS", "NotApplicable", "Pending", "Scenario", "ScenarioContext",
            "missing_capability"]

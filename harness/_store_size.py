@@ -17,9 +17,9 @@ import redis
 
 from harness._clock import HookCall
 from harness._errors import ServiceError, UsageError
-from harness._network import require_loopback
 from harness._oracle import sql_count
 from harness._target import SqlEffects, StoreSizeHook, Target, render_template
+from harness.services._network import require_loopback
 
 __all__ = ["read_store_size"]
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 
-from harness._network import is_loopback
+from harness.services._network import is_loopback
 from reference_server._cleanup import CleanupJob
 from reference_server._clock import ServerClock
 from reference_server._keys import InvalidKey, parse_key

@@ -10,7 +10,7 @@ from typing import cast
 
 import click
 
-from harness._network import is_loopback
+from harness.services._network import is_loopback
 from reference_server._durations import Duration
 from reference_server._middleware import ErrorPolicy, InProgressPolicy, Mode
 from reference_server._options import checked_flaw
@@ -26,7 +26,7 @@ _LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 def _default_store() -> str:
     # Imported here: the harness package is slow to import, and only this default needs it.
-    from harness._paths import state_dir
+    from harness.services._paths import state_dir
 
     return f"sqlite:///{state_dir() / 'reference-server.sqlite3'}"
 

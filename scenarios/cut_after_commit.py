@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness import AfterWrite, Scenario, ScenarioContext, Target
-from harness._commit_proxy import StoreFault, Watch
+from harness.services._commit_proxy import StoreFault, Watch
 
 
 def _applies(target: Target) -> str | None:

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from harness._errors import ServiceUnavailable
-from harness._postgres import PostgresServer, start_postgres
-from harness._processes import stop_children_on_sigterm
-from harness._rabbitmq import RabbitServer, start_rabbitmq
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.services._postgres import PostgresServer, start_postgres
+from harness.services._processes import stop_children_on_sigterm
+from harness.services._rabbitmq import RabbitServer, start_rabbitmq
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from tests.missing import missing
 
 

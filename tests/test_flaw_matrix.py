@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness._matrix import Matrix, MatrixRow, run_matrix
-from harness._postgres import PostgresServer
-from harness._reference import reference_target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._postgres import PostgresServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 from reference_server.flaws import FLAWS
 from scenarios import default_scenarios
 

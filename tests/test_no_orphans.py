@@ -12,9 +12,9 @@ from typing import Any
 
 import psutil
 
-from harness._network import free_port
-from harness._processes import ManagedProcess
 from harness._profiles import in_ci
+from harness.services._network import free_port
+from harness.services._processes import ManagedProcess
 
 #: Starts RabbitMQ (its node and its own EPMD) in a thread while PostgreSQL starts, so the
 #: broker's boot adds little to the test's time, and prints what each service left listening.
@@ -22,9 +22,9 @@ START_ALL = textwrap.dedent(
     """
     import json, threading
     from harness._errors import ServiceUnavailable
-    from harness._postgres import start_postgres
-    from harness._rabbitmq import start_rabbitmq
-    from harness._toxiproxy import start_toxiproxy
+    from harness.services._postgres import start_postgres
+    from harness.services._rabbitmq import start_rabbitmq
+    from harness.services._toxiproxy import start_toxiproxy
 
     def started_services():
         started = {}
@@ -100,7 +100,7 @@ def test_a_failing_program_leaves_no_service_behind() -> None:
 SIGTERM_SCRIPT = START_ALL + textwrap.dedent(
     """
     import sys
-    from harness._processes import stop_children_on_sigterm
+    from harness.services._processes import stop_children_on_sigterm
 
     stop_children_on_sigterm()
     started = started_services()
@@ -199,7 +199,7 @@ def test_a_harness_process_ending_spares_processes_it_did_not_start() -> None:
     """mirakuru's exit handler kills every process whose marker contains the exiting process's
     number as text; ours must not: here a stranger's marker holds the harness process's number
     inside a longer one (process 424 ending must spare process 4242's broker)."""
-    harness = subprocess.Popen([sys.executable, "-c", "import sys, harness._processes; "
+    harness = subprocess.Popen([sys.executable, "-c", "import sys, harness.services._processes; "
                                 "sys.stdin.read()"], stdin=subprocess.PIPE, text=True)
     stranger = subprocess.Popen(["sleep", "60"], env={"mirakuru_uuid": f"9{harness.pid}9:x"})
     try:

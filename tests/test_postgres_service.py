@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from harness._postgres import PostgresServer, start_postgres
+from harness.services._postgres import PostgresServer, start_postgres
 
 SEED_SCHEMA = """
 create table idempotency_keys (

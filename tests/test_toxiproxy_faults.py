@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from harness._toxiproxy import Toxic, ToxiproxyProxy, ToxiproxyServer
+from harness.services._toxiproxy import Toxic, ToxiproxyProxy, ToxiproxyServer
 
 _names = itertools.count()
 

@@ -16,7 +16,7 @@ from harness._outcomes import RunResult, ScenarioOutcome
 from harness._profiles import Profile
 from harness._runner import RunConfig
 from harness._target import Target
-from harness.consumer import run_target
+from harness.consumer._runner import run_target
 from harness.reports import ReportDirectory
 from scenarios import CATALOG
 

@@ -12,7 +12,8 @@ from harness._errors import HarnessError
 from harness._gate._items import ScenarioItem, TargetCollector, scenario_marker
 from harness._gate._runs import TargetRun
 from harness._profiles import get_profile
-from harness._target import Target, load_target
+from harness._target import Target
+from harness.targets._loader import load_target
 from scenarios import CATALOG
 
 __all__ = ["collect", "keep_chosen", "mark_selected", "runs_for", "scenario_markers"]
@@ -34,7 +35,7 @@ def runs_for(config: pytest.Config, files: list[str]) -> list[TargetRun]:
     if config.getoption("idem_reference"):
         targets.append(load_target("reference"))
     if config.getoption("idem_reference_consumer"):
-        from harness.consumer import reference_consumer_target
+        from harness.consumer._reference import reference_consumer_target
 
         targets.append(reference_consumer_target(store=None, flaw=None))
     _refuse_duplicates(targets)

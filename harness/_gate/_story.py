@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness._client import encode_key
-from harness._findings import Finding
 from harness._history import Event
-from harness._hook_words import hooks_told, own_headers
 from harness._target import Target
+from harness.judging._findings import Finding
+from harness.reports._hook_words import hooks_told, own_headers
 
 __all__ = ["render_story"]
 

@@ -6,10 +6,10 @@ import textwrap
 
 import click
 
-from harness._checker import PROPERTIES, QUEUE_PROPERTIES
-from harness._findings import klass_of
 from harness.cli._common import translate_errors
-from harness.consumer import ConsumerScenario
+from harness.consumer._scenario import ConsumerScenario
+from harness.judging._checker import PROPERTIES, QUEUE_PROPERTIES
+from harness.judging._findings import klass_of
 
 __all__ = ["explain", "list_scenarios"]
 

@@ -13,7 +13,7 @@ import click
 
 from harness._errors import UsageError
 from harness._profiles import get_profile, in_ci
-from harness._target import Target, saved_target
+from harness._target import Target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
 from harness.explore import (
@@ -27,6 +27,7 @@ from harness.explore import (
     replay_line,
 )
 from harness.reports import ConsoleReport, ReportDirectory
+from harness.targets._loader import saved_target
 
 __all__ = ["EXAMPLES_DIR", "example_database", "explore_command", "replay_command"]
 
@@ -60,7 +61,7 @@ def _target(target_file: str | None, reference: bool, store: str | None, flaw: s
     if reference_consumer:
         if target_file or reference:
             raise UsageError("give one of --target FILE, --reference and --reference-consumer")
-        from harness.consumer import reference_consumer_target
+        from harness.consumer._reference import reference_consumer_target
 
         return reference_consumer_target(store=store, flaw=flaw)
     return choose_target(target_file, reference, store, flaw)

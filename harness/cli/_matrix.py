@@ -21,14 +21,14 @@ from harness._matrix import (
 )
 from harness._outcomes import Handler
 from harness._parallel import default_jobs
-from harness._postgres import PostgresServer, start_postgres
-from harness._reference import reference_target
-from harness._target import load_target
 from harness.cli._common import REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import jobs_option, own_target
-from harness.consumer import ConsumerTarget
 from harness.consumer._matrix import consumer_rows, scenarios_for
+from harness.consumer._target import ConsumerTarget
 from harness.reports import ReportDirectory, render_directory_html, write_atomic
+from harness.services._postgres import PostgresServer, start_postgres
+from harness.targets._loader import load_target
+from harness.targets._reference import reference_target
 
 __all__ = ["matrix"]
 

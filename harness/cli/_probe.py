@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 import click
 
 from harness._errors import TargetFileError
-from harness._target import load_target
 from harness.cli._common import translate_errors
 from harness.reports._files import write_atomic
+from harness.targets._loader import load_target
 
 if TYPE_CHECKING:
-    from harness._probe import ProbeReport
+    from harness.drafting._probe import ProbeReport
 
 __all__ = ["probe"]
 
@@ -65,8 +65,8 @@ def probe(target_file: str, write: bool, allow_remote: bool, seed: int | None) -
     usage error).  Bugs are printed and written as comments, never as promises; what
     contradicts a promise the file makes (not a FILL IN) is reported as a likely bug and never
     written over it."""
-    from harness._probe import probe_target
-    from harness._probe_edit import apply_observations, declared_promises, diff
+    from harness.drafting._probe import probe_target
+    from harness.drafting._probe_edit import apply_observations, declared_promises, diff
 
     path = Path(target_file)
     if not path.is_file():

@@ -18,13 +18,14 @@ from rich.console import Console
 
 from harness._errors import UsageError
 from harness._outcomes import Handler, RunEvent, RunFinished
-from harness._postgres import start_postgres
-from harness._reference import reference_target
-from harness._replay_story import cannot_play, replay_reproduction
-from harness._reproduction import NO_REPLAY, Reproduction
-from harness._target import RecorderEffects, Target, saved_target
+from harness._target import RecorderEffects, Target
 from harness.cli._common import REPORT_DIR, translate_errors
 from harness.reports import ReportDirectory, summary_table
+from harness.reproduction._replay import cannot_play, replay_reproduction
+from harness.reproduction._reproduction import NO_REPLAY, Reproduction
+from harness.services._postgres import start_postgres
+from harness.targets._loader import saved_target
+from harness.targets._reference import reference_target
 
 __all__ = ["reproduce"]
 

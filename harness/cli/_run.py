@@ -11,18 +11,19 @@ from typing import Any
 
 import click
 
-from harness._checker import CheckResult
 from harness._errors import UsageError
-from harness._findings import Finding, merge_verdicts
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
 from harness._parallel import default_jobs
-from harness._postgres import PostgresServer, start_postgres
-from harness._reference import reference_target
 from harness._runner import RunConfig, judge
-from harness._target import Target, load_target
+from harness._target import Target
 from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, translate_errors
 from harness.consumer._runner import run_target
+from harness.judging._checker import CheckResult
+from harness.judging._findings import Finding, merge_verdicts
 from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
+from harness.services._postgres import PostgresServer, start_postgres
+from harness.targets._loader import load_target
+from harness.targets._reference import reference_target
 
 __all__ = ["check", "jobs_option", "own_target", "run", "target_options", "verdict_changes"]
 
@@ -121,7 +122,7 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
     from scenarios import CATALOG, default_scenarios, get_scenario
 
     if reference_consumer:
-        from harness.consumer import run_reference_consumer
+        from harness.consumer._reference import run_reference_consumer
 
         chosen = [get_scenario(n) for n in scenario_names] or [
             s for s in CATALOG.values() if isinstance(s, ConsumerScenario)]

@@ -24,10 +24,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness._analysis import View
-from harness._checker import CheckOptions
 from harness.consumer._analysis import Publish, QueueView
 from harness.consumer._target import ConsumerPromises
+from harness.judging._analysis import View
+from harness.judging._checker import CheckOptions
 
 __all__ = ["COUNTS", "OUTCOMES", "add_accounts", "queue_account", "windows"]
 

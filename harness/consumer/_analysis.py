@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from harness._analysis import View
 from harness._history import Event
+from harness.judging._analysis import View
 
 __all__ = ["Incident", "Publish", "QueueView"]
 

@@ -25,16 +25,16 @@ import httpx
 from harness._clock import HookClock, TargetClock, confirm_jump, target_time
 from harness._deployment import CONFIRMING_JUMP, run_cleanup
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
-from harness._faketime import FaketimeClock
-from harness._network import free_port, require_loopback
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
-from harness._processes import ManagedProcess
-from harness._recorder import Recorder
 from harness._store_size import read_store_size
 from harness._target import HttpEffects, RecorderEffects, SqlEffects, render_template
-from harness._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 from harness.consumer._amqp import AmqpClient, QueueState
 from harness.consumer._target import ConsumerTarget
+from harness.services._faketime import FaketimeClock
+from harness.services._network import free_port, require_loopback
+from harness.services._processes import ManagedProcess
+from harness.services._recorder import Recorder
+from harness.services._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 
 __all__ = ["ConsumerDeployment", "ConsumerInstance"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness._matrix import MatrixRow
-from harness._postgres import PostgresServer
 from harness._scenario import Scenario
 from harness.consumer._reference import reference_consumer_target
 from harness.consumer._scenario import ConsumerScenario
+from harness.services._postgres import PostgresServer
 
 __all__ = ["consumer_rows", "scenarios_for"]
 

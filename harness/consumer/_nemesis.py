@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 from harness._history import NEMESIS, History
 from harness._nemesis import Fault
-from harness._toxiproxy import Toxic, ToxiproxyProxy
 from harness.consumer._deployment import ConsumerDeployment
+from harness.services._toxiproxy import Toxic, ToxiproxyProxy
 
 __all__ = ["CONSUMER_FAULTS", "ConsumerNemesis"]
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness._analysis import View
 from harness._history import Event
+from harness.judging._analysis import View
 
 __all__ = ["INTENTS", "unexercised"]
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from harness._analysis import EffectsSeen, View
-from harness._checker import QUEUE_PROPERTIES, CheckOptions, Inconclusive, prop
 from harness._durations import format_duration
-from harness._findings import Finding, Note
 from harness._target import LEASE_SLACK
 from harness.consumer._account import queue_account, windows
 from harness.consumer._analysis import Incident, Publish, QueueView
 from harness.consumer._preconditions import unexercised
 from harness.consumer._target import ConsumerPromises
+from harness.judging._analysis import EffectsSeen, View
+from harness.judging._checker import QUEUE_PROPERTIES, CheckOptions, Inconclusive, prop
+from harness.judging._findings import Finding, Note
 
 __all__: list[str] = []
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from harness._errors import UsageError
 from harness._outcomes import RunResult
-from harness._reference import check_flags
 from harness._scenario import Scenario
-from harness._target import load_target
 from harness.consumer._target import ConsumerTarget
+from harness.targets._loader import load_target
+from harness.targets._reference import check_flags
 
 __all__ = ["REFERENCE_CONSUMER", "reference_consumer_name", "reference_consumer_target",
            "run_reference_consumer"]
@@ -53,10 +53,10 @@ def run_reference_consumer(scenarios: Sequence[Scenario], *, other_target: bool,
                            quiet: bool) -> RunResult:
     """``idem-harness run --reference-consumer``: the reference consumer on SQLite (or the
     given store, or a fresh PostgreSQL database with ``--postgres``), every scenario judged."""
-    from harness._postgres import start_postgres
     from harness._runner import RunConfig
     from harness.consumer._runner import run_target
     from harness.reports import ConsoleReport, ReportDirectory
+    from harness.services._postgres import start_postgres
 
     if other_target:
         raise UsageError("give one of --target FILE, --reference and --reference-consumer")

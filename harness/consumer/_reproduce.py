@@ -21,12 +21,12 @@ from typing import Any
 
 import tomlkit
 
-from harness._analysis import View
-from harness._findings import Finding
 from harness._history import Event
-from harness._reproduce import comment_lines
 from harness.consumer._analysis import QueueView
 from harness.consumer._target import ConsumerTarget
+from harness.judging._analysis import View
+from harness.judging._findings import Finding
+from harness.reproduction._scripts import comment_lines
 
 __all__ = ["consumer_script"]
 

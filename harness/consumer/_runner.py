@@ -16,7 +16,6 @@ from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 
 from harness._errors import HarnessError
-from harness._findings import merge_verdicts
 from harness._history import History
 from harness._interrupts import Interrupted
 from harness._outcomes import (
@@ -30,15 +29,16 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
-from harness._paths import state_dir
-from harness._rabbitmq import RabbitServer, start_rabbitmq
 from harness._runner import RunConfig, judge, run_scenarios
 from harness._scenario import Scenario
-from harness._toxiproxy import start_toxiproxy
 from harness.consumer._context import ConsumerContext
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._scenario import ConsumerScenario, http_only
 from harness.consumer._target import ConsumerTarget
+from harness.judging._findings import merge_verdicts
+from harness.services._paths import state_dir
+from harness.services._rabbitmq import RabbitServer, start_rabbitmq
+from harness.services._toxiproxy import start_toxiproxy
 
 __all__ = ["broker_for", "run_consumer_scenarios", "run_target", "shared_broker"]
 

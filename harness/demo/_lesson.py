@@ -18,17 +18,17 @@ from rich.panel import Panel
 from rich.text import Text
 
 from harness._errors import UsageError
-from harness._findings import Finding, klass_of
 from harness._outcomes import RunResult
-from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.demo._modes import ARTICLE, FailureMode
 from harness.demo._narrator import Narrator
+from harness.judging._findings import Finding, klass_of
 from harness.reports import Lesson, ReportDirectory, render_lesson_html, write_atomic
 from harness.reports._console import unknown_reason
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.targets._reference import reference_target
 
 __all__ = ["DemoResult", "run_demo"]
 

@@ -44,14 +44,15 @@ from harness._outcomes import (
 from harness._profiles import in_ci
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer
 from harness.explore._failure import Failure
-from harness.explore._fronts import Front, front_for
+from harness.explore._front_protocol import Front
+from harness.explore._fronts import front_for
 from harness.explore._minimise import EnoughShrinking, drop_steps, enough, shrink_deadline
 from harness.explore._report import outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
 from harness.explore._story import Provenance, Story, failure_story, save_story
 from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
+from harness.services._toxiproxy import ToxiproxyServer
 
 __all__ = [
     "CI_SEED",

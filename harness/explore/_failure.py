@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic
 
-from harness._checker import CheckResult
-from harness._findings import Finding
 from harness._history import Event
 from harness.explore._steps import A, StepRecord
+from harness.judging._checker import CheckResult
+from harness.judging._findings import Finding
 
 __all__ = ["Failure"]
 

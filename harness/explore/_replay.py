@@ -27,12 +27,12 @@ from harness._outcomes import (
 )
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer
 from harness.explore._failure import Failure
 from harness.explore._fronts import front_for
 from harness.explore._report import outcome_of
 from harness.explore._story import Provenance, Story, failure_story, save_story, story_of
 from harness.explore._story_session import emitter
+from harness.services._toxiproxy import ToxiproxyServer
 
 __all__ = ["Replay", "ReplayConfig", "replay"]
 

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness._checker import PROPERTIES, CheckResult, PropertyResult
-from harness._findings import Note, Verdict
 from harness._history import Event
 from harness._outcomes import ScenarioOutcome
 from harness.explore._failure import Failure
 from harness.explore._scenario import EXPLORER
+from harness.judging._checker import PROPERTIES, CheckResult, PropertyResult
+from harness.judging._findings import Note, Verdict
 
 __all__ = ["outcome_of", "replay_line"]
 

@@ -21,7 +21,7 @@ from harness._errors import ServiceError
 from harness._history import NEMESIS
 from harness._nemesis import Fault
 from harness._scenario import ScenarioContext
-from harness._toxiproxy import ToxiproxyProxy
+from harness.services._toxiproxy import ToxiproxyProxy
 
 __all__ = ["Routes"]
 

@@ -12,12 +12,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from harness._checker import PROPERTIES
 from harness._deployment import Deployment
 from harness._history import Event
-from harness._paths import state_dir
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.explore._actions import Action
 from harness.explore._minimise import FEWEST_STEPS
 from harness.explore._real_time import RealTimeStory, in_real_time
@@ -25,6 +22,9 @@ from harness.explore._steps import StepRecord
 from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
 from harness.explore._validity import problems_with
 from harness.explore._world import World
+from harness.judging._checker import PROPERTIES
+from harness.services._paths import state_dir
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
 __all__ = ["AT_THE_END", "STEP_PROPERTIES", "Session", "StoryFailed", "TargetLost", "deployed",
            "emitter"]

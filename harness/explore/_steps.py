@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from harness._analysis import Identity
+from harness.judging._analysis import Identity
 
 __all__ = ["A", "StepRecord", "StoryAction"]
 

@@ -22,16 +22,17 @@ from typing import Any, Generic, Literal, TypeVar
 from hypothesis import __version__ as HYPOTHESIS_VERSION
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness._analysis import Identity
-from harness._checker import CheckResult
 from harness._errors import UsageError
-from harness._findings import Finding, klass_of
 from harness._history import Event
-from harness._target import Target, saved_target
+from harness._target import Target
 from harness.explore._actions import Action
 from harness.explore._failure import Failure
 from harness.explore._steps import StepRecord
+from harness.judging._analysis import Identity
+from harness.judging._checker import CheckResult
+from harness.judging._findings import Finding, klass_of
 from harness.reports import write_atomic
+from harness.targets._loader import saved_target
 
 __all__ = ["FORMAT", "Front", "Provenance", "Story", "StoryStep", "failure_story", "load_story",
            "render_story", "save_story", "story_of"]

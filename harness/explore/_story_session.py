@@ -19,15 +19,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, Protocol, TypeVar
 
-from harness._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness._errors import HarnessError
-from harness._findings import Finding, Note
 from harness._history import Event, History
 from harness._interrupts import raise_if_interrupted
 from harness._outcomes import Handler, RunEvent
 from harness.explore._failure import Failure
 from harness.explore._real_time import MAX_CONFIRMATIONS, RealTimeStory
 from harness.explore._steps import A, StepRecord
+from harness.judging._checker import MOVED_CLOCK, PROPERTIES, CheckResult
+from harness.judging._findings import Finding, Note
 
 __all__ = ["StoryFailed", "StorySession", "StoryWorld", "TargetLost", "emitter"]
 

@@ -18,13 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness._analysis import Identity, View
-from harness._checker import CheckOptions, CheckResult, check_history
 from harness._client import Request, RetryPolicy, is_final
-from harness._commit_proxy import AfterWrite
 from harness._deployment import Deployment
 from harness._errors import ServiceError
-from harness._findings import Finding
 from harness._history import ORACLE, Event, History
 from harness._nemesis import fault_named
 from harness._oracle import record_total
@@ -59,6 +55,10 @@ from harness.explore._routes import Routes
 from harness.explore._scenario import EXPLORER
 from harness.explore._steps import StepRecord
 from harness.explore._strategies import PAST_THE_LEASE
+from harness.judging._analysis import Identity, View
+from harness.judging._checker import CheckOptions, CheckResult, check_history
+from harness.judging._findings import Finding
+from harness.services._commit_proxy import AfterWrite
 
 __all__ = ["CAREFUL_CLIENT", "World"]
 

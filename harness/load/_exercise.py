@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness._analysis import View
+from harness.judging._analysis import View
 from harness.load._schedule import Window
 
 __all__ = ["not_exercised"]

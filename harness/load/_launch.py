@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness._errors import ServiceError, UsageError
-from harness._network import require_loopback
 from harness.load._plan import (
     CONNECT_TIMEOUT,
     EXIT_INCOMPLETE,
@@ -30,6 +29,7 @@ from harness.load._plan import (
     NODES_FILE,
     LoadPlan,
 )
+from harness.services._network import require_loopback
 
 __all__ = ["BOOTSTRAP", "LocustProcesses", "run_worker_process"]
 

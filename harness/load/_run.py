@@ -19,20 +19,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness._analysis import View
-from harness._checker import CheckResult
 from harness._client import RetryPolicy
 from harness._deployment import Deployment
 from harness._errors import ServiceError, UsageError
-from harness._findings import merge_verdicts
 from harness._history import Event, History
 from harness._interrupts import Interrupted
 from harness._nemesis import Nemesis
-from harness._network import free_port, is_loopback, require_loopback
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._runner import DEFAULT_RETRY_HORIZON, judge
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
+from harness.judging._analysis import View
+from harness.judging._checker import CheckResult
+from harness.judging._findings import merge_verdicts
 from harness.load._chaos import ChaosRunner
 from harness.load._cpu import CpuMeter, CpuSplit
 from harness.load._effects import collect_effects
@@ -42,6 +40,8 @@ from harness.load._launch import LocustProcesses
 from harness.load._merge import merge_histories, read_wall_events, shift
 from harness.load._plan import LoadPlan, events_file, target_definition
 from harness.load._schedule import CHAOS_PROFILES, Window, chaos_schedule
+from harness.services._network import free_port, is_loopback, require_loopback
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
 __all__ = ["LOAD_PROPERTIES", "LoadConfig", "LoadResult", "run_load"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from harness._errors import UsageError
 from harness._nemesis import Fault, fault_named
-from harness._toxiproxy import Toxic
+from harness.services._toxiproxy import Toxic
 
 __all__ = [
     "CHAOS_PROFILES",

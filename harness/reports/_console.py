@@ -11,7 +11,6 @@ from rich.table import Table
 from rich.text import Text
 
 from harness._durations import format_duration
-from harness._findings import Finding
 from harness._outcomes import (
     Progress,
     RunEvent,
@@ -23,6 +22,7 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
+from harness.judging._findings import Finding
 from harness.reports._results import requests_sent, run_account
 from harness.reports._runview import by_key
 

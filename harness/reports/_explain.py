@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness._findings import Klass
 from harness._history import NEMESIS, Event
+from harness.judging._findings import Klass
 
 __all__ = ["KLASS_MEANING", "PLAIN", "Explanation", "explain", "incident_of"]
 

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness._outcomes import RunResult
+from harness.diagrams._model import Diagram
 from harness.reports._files import write_atomic
 from harness.reports._narrow import narrowed
 from harness.reports._results import tool_version
 from harness.reports._runview import RunView, counterpart, run_view
 from harness.reports._sections import Sections, read_sections
-from harness.reports._sequence import Diagram
 
 if TYPE_CHECKING:
     from jinja2 import Environment

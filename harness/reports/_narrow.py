@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import pairwise
 
-from harness.reports._sequence import (
+from harness.diagrams._model import (
     BOTTOM,
     CHAR,
     TOP,

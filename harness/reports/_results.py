@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from harness._errors import UsageError
-from harness._findings import Verdict
 from harness._history import Event, History, event_from_json
 from harness._outcomes import RunResult, ScenarioOutcome
-from harness._target import Target, saved_target
+from harness._target import Target
 from harness.consumer._account import add_accounts
+from harness.judging._findings import Verdict
+from harness.targets._loader import saved_target
 
 __all__ = ["SCHEMA", "load_run", "render_history", "render_results", "requests_sent",
            "run_account", "tool_version", "verdict_counts"]

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, Router
 
-from harness._network import is_loopback
+from harness.services._network import is_loopback
 from reference_server._admin import admin_app
 from reference_server._cleanup import CleanupJob
 from reference_server._clock import ServerClock

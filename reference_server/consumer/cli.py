@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from harness._network import is_loopback
+from harness.services._network import is_loopback
 from reference_server._durations import Duration
 from reference_server._options import checked_flaw
 from reference_server.consumer._running import run_consumer
@@ -26,7 +26,7 @@ _MAX_QUEUE_NAME = 255
 
 
 def _default_store() -> str:
-    from harness._paths import state_dir
+    from harness.services._paths import state_dir
 
     return f"sqlite:///{state_dir() / 'reference-consumer.sqlite3'}"
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness._rabbitmq import RabbitServer
+from harness.services._rabbitmq import RabbitServer
 
 
 @pytest.fixture(scope="module")

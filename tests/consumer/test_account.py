@@ -8,10 +8,10 @@ import json
 
 from rich.console import Console
 
-from harness._checker import CheckOptions, check_history
 from harness._history import NEMESIS, ORACLE, History
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
 from harness.consumer import ConsumerTarget
+from harness.judging._checker import CheckOptions, check_history
 from harness.reports import ConsoleReport
 from harness.reports._html import render_html
 from harness.reports._results import render_results

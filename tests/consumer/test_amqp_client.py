@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 import aio_pika
 import pytest
 
-from harness._rabbitmq import RabbitServer
-from harness._toxiproxy import Toxic, ToxiproxyServer
 from harness.consumer._amqp import AmqpClient, Outgoing, PublishOutcome
 from harness.consumer._deployment import _through
+from harness.services._rabbitmq import RabbitServer
+from harness.services._toxiproxy import Toxic, ToxiproxyServer
 from tests.reference_server.support import wait_until
 
 COPIES = 4

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness._matrix import run_matrix
-from harness._postgres import PostgresServer
 from harness._runner import RunConfig
-from harness._toxiproxy import ToxiproxyServer
 from harness.consumer import ConsumerScenario, reference_consumer_target, run_target
 from harness.consumer._matrix import consumer_rows
+from harness.services._postgres import PostgresServer
+from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG
 
 CONSUMER_SCENARIOS = [s for s in CATALOG.values() if isinstance(s, ConsumerScenario)]

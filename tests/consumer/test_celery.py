@@ -14,8 +14,8 @@ import pytest
 from harness import load_target
 from harness._outcomes import ScenarioOutcome
 from harness._runner import RunConfig
-from harness._toxiproxy import ToxiproxyServer
 from harness.consumer import run_target
+from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG
 from tests.missing import missing
 

@@ -18,7 +18,6 @@ import pytest
 
 from harness._interrupts import Interrupted
 from harness._outcomes import Progress, RunEvent
-from harness._toxiproxy import ToxiproxyServer
 from harness.consumer import reference_consumer_target
 from harness.consumer._reference import REFERENCE_CONSUMER
 from harness.explore import (
@@ -45,6 +44,7 @@ from harness.explore.consumer._actions import (
 )
 from harness.explore.consumer._validity import problems_with
 from harness.reports import ReportDirectory
+from harness.services._toxiproxy import ToxiproxyServer
 from reference_server.consumer.flaws import CONSUMER_FLAWS
 
 ROOT = Path(__file__).resolve().parents[2]

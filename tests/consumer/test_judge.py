@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness._checker import CheckOptions, check_history
 from harness._history import NEMESIS, ORACLE, History
-from harness._target import parse_target
 from harness.consumer import ConsumerTarget
+from harness.judging._checker import CheckOptions, check_history
+from harness.targets._loader import parse_target
 
 TARGET = parse_target({
     "name": "c", "kind": "consumer",

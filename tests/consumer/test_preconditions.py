@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness._checker import CheckOptions, check_history
 from harness._history import NEMESIS, ORACLE, History
 from harness.consumer import ConsumerTarget
 from harness.consumer._settling import unsettled
+from harness.judging._checker import CheckOptions, check_history
 from tests.consumer.test_judge import TARGET, drain, effects, publish
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness._errors import ServiceUnavailable
-from harness._target import parse_target
-from harness._toxiproxy import ToxiproxyServer
 from harness.consumer import ConsumerTarget
 from harness.consumer._deployment import ConsumerDeployment
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._loader import parse_target
 
 #: A consumer with no port: it consumes the queue it is given through the proxy it is given.
 WORKER = textwrap.dedent(

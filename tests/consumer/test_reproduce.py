@@ -11,11 +11,11 @@ import sys
 import tomllib
 from pathlib import Path
 
-from harness._findings import Finding
 from harness._history import History
-from harness._target import load_target
 from harness.consumer._reproduce import consumer_script
 from harness.consumer._target import ConsumerTarget
+from harness.judging._findings import Finding
+from harness.targets._loader import load_target
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "targets"
 

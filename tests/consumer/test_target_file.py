@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from harness._errors import TargetFileError
-from harness._target import parse_target, target_model
 from harness.consumer import ConsumerScenario, ConsumerTarget, reference_consumer_target
+from harness.targets._loader import parse_target, target_model
 from scenarios import CATALOG
 
 BASE: dict[str, Any] = {

@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from harness._rabbitmq import RabbitServer
-from harness._target import load_target
-from harness._toxiproxy import ToxiproxyServer
 from harness.consumer import ConsumerTarget
 from harness.consumer._target import ConsumerPromises
+from harness.services._rabbitmq import RabbitServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._loader import load_target
 from tests.consumer_corpus.conftest import CONSUMERS, STAMPS, Flaw, flaws, require
 
 CONSUMER_NAMES = tuple(STAMPS)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._target import Target, load_target
+from harness._target import Target
+from harness.targets._loader import load_target
 from tests.missing import missing
 
 CORPUS = Path(__file__).parent

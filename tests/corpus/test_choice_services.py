@@ -32,8 +32,8 @@ import pytest
 import redis
 
 from harness._errors import ServiceUnavailable
-from harness._faketime import FaketimeClock
-from harness._paths import project_root
+from harness.services._faketime import FaketimeClock
+from harness.services._paths import project_root
 from tests.corpus.conftest import TARGETS
 from tests.missing import missing
 

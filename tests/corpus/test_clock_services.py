@@ -27,9 +27,9 @@ import httpx
 import pytest
 
 from harness._errors import ServiceUnavailable
-from harness._faketime import FaketimeClock
-from harness._network import free_port
-from harness._paths import project_root
+from harness.services._faketime import FaketimeClock
+from harness.services._network import free_port
+from harness.services._paths import project_root
 from tests.missing import missing
 
 BODY = {"amount": 1250, "currency": "usd", "customer": "cus_1"}

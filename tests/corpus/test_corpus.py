@@ -25,8 +25,8 @@ import pytest
 from harness._outcomes import RunResult
 from harness._profiles import get_profile
 from harness._runner import RunConfig, run_scenarios
-from harness._toxiproxy import ToxiproxyServer
 from harness.reports import ReportDirectory
+from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG, default_scenarios, get_scenario
 from tests.corpus.conftest import TARGETS, corpus_target
 

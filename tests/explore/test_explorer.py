@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness._reference import reference_target
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer
 from harness.explore import (
     ExploreConfig,
     ReplayConfig,
@@ -27,6 +25,8 @@ from harness.explore import (
 from harness.explore._actions import Action, Clock, NewRequest, Retry, Slow
 from harness.explore._keys import KeyPlan
 from harness.reports import ReportDirectory
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 from reference_server.flaws import FLAWS
 from tests.corpus.conftest import corpus_target
 

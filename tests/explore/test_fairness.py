@@ -12,9 +12,7 @@ from hypothesis import given, settings
 
 from harness import KeySpec
 from harness._history import Event
-from harness._reference import reference_target
 from harness._target import Endpoint, Target
-from harness._toxiproxy import ToxiproxyServer
 from harness.explore._actions import (
     Action,
     HostileBody,
@@ -32,6 +30,8 @@ from harness.explore._machine import machine_for
 from harness.explore._planner import Planner, can_retry_late, keyless_alone
 from harness.explore._session import Session, deployed
 from harness.explore._strategies import KeyChoice, Strategies
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 
 REFERENCE = reference_target(store=None, flaw=None)
 FILL = Fill(100, "n", "c")

@@ -20,10 +20,10 @@ import pytest
 
 from harness._interrupts import Interrupted, interrupt_on_signals
 from harness._outcomes import Progress, RunEvent, RunFinished
-from harness._reference import reference_target
-from harness._toxiproxy import ToxiproxyServer
 from harness.explore import ExploreConfig, explore
 from harness.reports import ReportDirectory
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 #: A flaw found within a handful of examples, whose story then shrinks.

@@ -17,11 +17,7 @@ from typing import cast
 
 from rich.console import Console
 
-from harness._checker import CheckResult
-from harness._findings import Finding
 from harness._outcomes import Progress, RunEvent, ScenarioFinished, ScenarioStarted
-from harness._reference import reference_target
-from harness._toxiproxy import ToxiproxyServer
 from harness.explore import ExploreConfig, ReplayConfig, explore, replay
 from harness.explore._actions import NewRequest, Retry
 from harness.explore._failure import Failure
@@ -30,7 +26,11 @@ from harness.explore._minimise import STALL_ATTEMPTS, enough
 from harness.explore._report import outcome_of
 from harness.explore._session import Session
 from harness.explore._steps import StepRecord
+from harness.judging._checker import CheckResult
+from harness.judging._findings import Finding
 from harness.reports import ConsoleReport, ReportDirectory
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 from tests.explore.test_explorer import BODY, hand_written
 
 

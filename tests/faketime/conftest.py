@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness._paths import project_root
-from harness._target import Target, load_target, parse_target
+from harness._target import Target
+from harness.services._paths import project_root
+from harness.targets._loader import load_target, parse_target
 from tests.missing import missing
 
 HERE = Path(__file__).parent

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from harness._errors import ServiceUnavailable, TargetFileError
-from harness._faketime import FaketimeClock
-from harness._target import parse_target
-from harness._toxiproxy import ToxiproxyServer
 from harness.explore._machine import NEEDS
+from harness.services._faketime import FaketimeClock
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._loader import parse_target
 from scenarios import CATALOG
 from tests.faketime.conftest import TARGETS
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 
 from harness._deployment import CONFIRMING_JUMP, Deployment
-from harness._faketime import FaketimeClock
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._faketime import FaketimeClock
+from harness.services._toxiproxy import ToxiproxyServer
 from tests.faketime.services.redis_charges import Redis
 
 DAY = 86400.0

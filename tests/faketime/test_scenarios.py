@@ -12,7 +12,7 @@ from harness._outcomes import RunResult, ScenarioOutcome
 from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG
 
 CLOCKED = (CATALOG["late-retry"], CATALOG["bounded-storage"])

@@ -13,7 +13,7 @@ import httpx
 
 from harness._deployment import Deployment
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 from tests.corpus.conftest import corpus_target
 
 JUMP = 7200.0

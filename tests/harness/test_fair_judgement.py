@@ -377,7 +377,7 @@ def test_the_recorder_counts_a_utf8_key_reported_in_latin1() -> None:
     import httpx
 
     from harness._oracle import RecorderOracle
-    from harness._recorder import Recorder
+    from harness.services._recorder import Recorder
 
     oracle = RecorderOracle(Recorder())
     try:

@@ -5,7 +5,7 @@ once turned into a false finding, or a flaw the fix must not hide."""
 
 from __future__ import annotations
 
-from harness._checker import MOVED_CLOCK
+from harness.judging._checker import MOVED_CLOCK
 from tests.harness.stories import JSON, REFERENCE_PROMISES, Story, replayed
 
 RENEWED = REFERENCE_PROMISES.model_copy(update={"lease_renewed": True})

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._network import free_port
-from harness._toxiproxy import start_toxiproxy
+from harness.services._network import free_port
+from harness.services._toxiproxy import start_toxiproxy
 
 
 def test_a_toxiproxy_without_a_log_directory_leaves_no_log(

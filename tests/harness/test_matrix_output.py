@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from harness._matrix import Matrix, MatrixCell, MatrixRow, render_matrix_lines
-from harness._reference import reference_target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 from scenarios import CATALOG
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from harness._network import free_port
+from harness.services._network import free_port
 
 
 def test_a_free_port_is_below_the_ports_outgoing_connections_use() -> None:

@@ -16,10 +16,10 @@ from harness._deployment import Deployment
 from harness._interrupts import Interrupted, interrupt_on_signals
 from harness._outcomes import ScenarioOutcome
 from harness._parallel import OwnInstances, needs_whole_target, run_at_once
-from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario, ScenarioContext
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 from scenarios import CATALOG
 from tests.reference_server.support import wait_until
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from harness._history import History
-from harness._network import free_port
-from harness._processes import ManagedProcess
-from harness._replay_story import _plan
-from harness._target import load_target
+from harness.reproduction._replay import _plan
+from harness.services._network import free_port
+from harness.services._processes import ManagedProcess
+from harness.targets._loader import load_target
 from tests.harness.test_run_cli import env, harness, results
 
 __all__ = ["env"]

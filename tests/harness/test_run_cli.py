@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness._postgres import PostgresServer
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._postgres import PostgresServer
+from harness.services._toxiproxy import ToxiproxyServer
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 from harness._outcomes import RunResult
-from harness._target import load_target, saved_target
 from harness.reports import load_run, render_history, render_results
+from harness.targets._loader import load_target, saved_target
 from tests.harness.test_run_cli import env, harness, results
 
 __all__ = ["env"]

@@ -1,5 +1,5 @@
-"""The store proxy that reads the store's protocol (harness/_commit_proxy.py), against the real
-PostgreSQL and Redis servers: which commits it counts as a request's writes, how it tells one
+"""The store proxy that reads the store's protocol (harness/services/_commit_proxy.py), against the
+real PostgreSQL and Redis servers: which commits it counts as a request's writes, how it tells one
 request's writes from another's, and what each fault at a write does to the client and the
 store.  The framing's corner cases are unit tests at the end."""
 
@@ -18,11 +18,11 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from harness._commit_proxy import AfterWrite, CommitProxy, Watch, WriteSeen
-from harness._network import free_port
-from harness._pg_wire import classify, split_statements
-from harness._postgres import PostgresServer
-from harness._resp_wire import RespConnection, value_end
+from harness.services._commit_proxy import AfterWrite, CommitProxy, Watch, WriteSeen
+from harness.services._network import free_port
+from harness.services._pg_wire import classify, split_statements
+from harness.services._postgres import PostgresServer
+from harness.services._resp_wire import RespConnection, value_end
 from tests.missing import missing
 
 

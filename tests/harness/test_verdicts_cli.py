@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness import load_target
-from harness._checker import CheckResult, PropertyResult
 from harness._outcomes import RunResult, ScenarioOutcome
+from harness.judging._checker import CheckResult, PropertyResult
 from harness.reports import render_html, render_junit
 from harness.reports._results import render_results
 from tests.harness.test_run_cli import env, harness, results
@@ -145,7 +145,7 @@ def test_check_on_an_interrupted_run_says_incomplete(env: dict[str, str], flawed
 
 
 def test_the_reference_server_is_named_with_its_flaw_and_store() -> None:
-    from harness._reference import reference_target
+    from harness.targets._reference import reference_target
 
     assert reference_target(store=None, flaw="split-commit").name == (
         "reference-server (flaw split-commit, SQLite)")
@@ -235,7 +235,7 @@ def test_a_target_that_is_not_there_stops_the_run_at_once(env: dict[str, str], t
 
 
 def test_store_outage_on_the_reference_server_names_the_flag_that_enables_it() -> None:
-    from harness._reference import reference_target
+    from harness.targets._reference import reference_target
     from scenarios import get_scenario
 
     reason = get_scenario("store-outage").not_applicable(reference_target(store=None, flaw=None))

@@ -12,10 +12,10 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from harness._toxiproxy import ToxiproxyServer
 from harness.cli._init import init
 from harness.cli._probe import probe
 from harness.cli._run import run
+from harness.services._toxiproxy import ToxiproxyServer
 from tests.faketime.conftest import faketime_ready
 
 __all__ = ["DOCUMENTS", "ROOT", "cli", "faketime_ready"]

@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from harness._target import load_target
 from harness.cli._init import init
+from harness.targets._loader import load_target
 
 DOCUMENT = {
     "openapi": "3.0.3",

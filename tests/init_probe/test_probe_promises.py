@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness._target import load_target
+from harness.targets._loader import load_target
 from tests.init_probe.conftest import ROOT, cli, env
 
 __all__ = ["env"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import tomlkit
 
-from harness._target import load_target
+from harness.targets._loader import load_target
 from tests.corpus.conftest import corpus_target
 from tests.init_probe.conftest import DOCUMENTS, ROOT, cli
 

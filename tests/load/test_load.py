@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness._postgres import PostgresServer
-from harness._reference import reference_target
-from harness._toxiproxy import ToxiproxyServer
 from harness.load import LoadConfig, Window, run_load, write_load_report
+from harness.services._postgres import PostgresServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 

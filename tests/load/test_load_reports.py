@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 

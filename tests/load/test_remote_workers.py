@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from harness._errors import RemoteTargetRefused
-from harness._reference import reference_target
 from harness.load import LoadConfig
+from harness.targets._reference import reference_target
 from tests.missing import missing
 
 MASTER_IP, WORKER_IP = "10.123.0.1", "10.123.0.2"

@@ -7,8 +7,9 @@ Toxiproxy, and draws them going on together at the heal, where their charges hap
 from __future__ import annotations
 
 from harness._history import NEMESIS
+from harness.diagrams._model import Row
+from harness.diagrams._storyboard import finding_diagram
 from harness.load._schedule import STALL, network_fault
-from harness.reports._sequence import Row, finding_diagram
 from tests.harness.stories import Story
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from harness._client import Request
 from harness._history import History
-from harness._reference import reference_target
 from harness.load._transport import KeptAliveClient, KeptAliveHttp
+from harness.targets._reference import reference_target
 
 
 class _Handler(BaseHTTPRequestHandler):

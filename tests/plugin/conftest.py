@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._target import BUILTIN_TARGETS
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._loader import BUILTIN_TARGETS
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._postgres import PostgresServer
-from harness._rabbitmq import RabbitServer
+from harness.services._postgres import PostgresServer
+from harness.services._rabbitmq import RabbitServer
 from tests.reference_consumer.support import ConsumerProcess, unique
 
 _databases = itertools.count()

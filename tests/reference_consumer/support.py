@@ -18,8 +18,8 @@ from typing import Any
 import aio_pika
 import httpx
 
-from harness._network import free_port
-from harness._processes import ManagedProcess
+from harness.services._network import free_port
+from harness.services._processes import ManagedProcess
 from tests.reference_server.support import wait_until
 
 __all__ = ["CHARGE", "ConsumerProcess", "Event", "is_", "publish", "queue_depth", "unique", "until"]

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from harness._errors import ServiceUnavailable
-from harness._network import free_port
-from harness._rabbitmq import RabbitServer, amqp_answers, start_rabbitmq
+from harness.services._network import free_port
+from harness.services._rabbitmq import RabbitServer, amqp_answers, start_rabbitmq
 from tests.reference_consumer.support import publish, queue_depth, unique, until
 
 

@@ -13,8 +13,8 @@ import aio_pika
 import pytest
 from click.testing import CliRunner
 
-from harness._network import free_port
-from harness._rabbitmq import RabbitServer
+from harness.services._network import free_port
+from harness.services._rabbitmq import RabbitServer
 from reference_server.consumer.cli import consume
 from tests.reference_consumer.support import unique
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness._rabbitmq import RabbitServer
-from harness._toxiproxy import Toxic, ToxiproxyServer
+from harness.services._rabbitmq import RabbitServer
+from harness.services._toxiproxy import Toxic, ToxiproxyServer
 from tests.reference_consumer.conftest import Consumers
 from tests.reference_consumer.support import (
     ConsumerProcess,

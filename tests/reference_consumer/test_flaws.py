@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness._rabbitmq import RabbitServer
+from harness.services._rabbitmq import RabbitServer
 from reference_server.consumer import CONSUMER_FLAWS
 from tests.reference_consumer.conftest import Consumers
 from tests.reference_consumer.support import (

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from harness._postgres import PostgresServer
+from harness.services._postgres import PostgresServer
 from tests.reference_server.support import Server
 
 _databases = itertools.count()

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from harness._network import free_port
-from harness._processes import ManagedProcess
+from harness.services._network import free_port
+from harness.services._processes import ManagedProcess
 
 __all__ = [
     "CHARGE",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness._network import free_port
+from harness.services._network import free_port
 from tests.reference_server.conftest import Servers
 from tests.reference_server.support import CHARGE, Server, new_key, new_tenant, wait_until
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from psycopg import sql
 
-from harness._postgres import PostgresServer
+from harness.services._postgres import PostgresServer
 from reference_server.stores import StoreUnavailable
 from reference_server.stores._batching import Batcher
 from reference_server.stores._postgres import PostgresStore, _write_statement

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from harness._postgres import PostgresServer
-from harness._toxiproxy import Toxic, ToxiproxyProxy, ToxiproxyServer
+from harness.services._postgres import PostgresServer
+from harness.services._toxiproxy import Toxic, ToxiproxyProxy, ToxiproxyServer
 from tests.reference_server.conftest import Servers
 from tests.reference_server.support import Server, in_thread, new_key, wait_until
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 from tests.reports.conftest import DemoRun, Opened
 from tests.reports.sample_sections import write_sample_sections
 

@@ -26,9 +26,9 @@ from rich.console import Console
 
 from harness import UsageError
 from harness._gate._story import render_story
-from harness._toxiproxy import ToxiproxyServer
 from harness.cli import main
 from harness.demo import DemoResult, FailureMode, failure_mode, failure_modes, run_demo
+from harness.services._toxiproxy import ToxiproxyServer
 from tests.reports.conftest import DEMO_SEED, DemoRun
 
 pytestmark = pytest.mark.timeout(180)

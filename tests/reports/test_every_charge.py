@@ -5,7 +5,7 @@ even when the lost answers cannot be paired one to one with the charges nobody n
 from __future__ import annotations
 
 from harness._target import ReplayMarker
-from harness.reports._sequence import finding_diagram
+from harness.diagrams._storyboard import finding_diagram
 from tests.harness.stories import JSON, Story, replayed
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from harness._checker import CheckResult, PropertyResult
-from harness._findings import Finding
 from harness._history import NEMESIS, History
 from harness._outcomes import RunResult, ScenarioOutcome
-from harness._target import load_target
+from harness.judging._checker import CheckResult, PropertyResult
+from harness.judging._findings import Finding
 from harness.reports._runview import run_view
+from harness.targets._loader import load_target
 
 CONSUMER = "harness/consumer/targets/reference-consumer.toml"
 

@@ -12,13 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness._checker import CheckResult, PropertyResult
-from harness._findings import Finding
 from harness._outcomes import RunResult, ScenarioOutcome
-from harness._target import load_target
+from harness.judging._checker import CheckResult, PropertyResult
+from harness.judging._findings import Finding
 from harness.reports import render_html
 from harness.reports._runview import CARDS, LISTED, run_view
 from harness.reports._sections import parse_load
+from harness.targets._loader import load_target
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from harness._history import Event
 from harness._target import ReplayMarker
-from harness.reports._sequence import Diagram, Row, finding_diagram
+from harness.diagrams._model import Diagram, Row
+from harness.diagrams._storyboard import finding_diagram
 from tests.harness.stories import JSON, Story, replayed
 
 MARKER = ReplayMarker("Idempotent-Replayed")

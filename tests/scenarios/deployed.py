@@ -18,8 +18,9 @@ import httpx
 
 from harness import Event, History, Scenario, ScenarioContext
 from harness._deployment import Deployment
-from harness._target import Target, parse_target
-from harness._toxiproxy import ToxiproxyServer
+from harness._target import Target
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._loader import parse_target
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from harness import RetryPolicy, Scenario
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG, concurrent_retries, handler_error, in_flight_retry, missing_key
 from tests.scenarios.deployed import (
     completion,

@@ -11,13 +11,14 @@ import pytest
 
 from harness import AfterWrite, Request, Scenario, ScenarioContext
 from harness._outcomes import ScenarioOutcome
-from harness._postgres import PostgresServer
-from harness._reference import reference_target
 from harness._runner import RunConfig, run_scenarios
-from harness._target import StoreProxy, Target, load_target
-from harness._toxiproxy import ToxiproxyServer
+from harness._target import StoreProxy, Target
+from harness.diagrams._storyboard import finding_diagram
 from harness.reports import ReportDirectory
-from harness.reports._sequence import finding_diagram
+from harness.services._postgres import PostgresServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._loader import load_target
+from harness.targets._reference import reference_target
 from scenarios import CATALOG, cut_after_commit, default_scenarios
 
 SCENARIO = cut_after_commit.SCENARIO
@@ -130,7 +131,7 @@ def test_the_redis_corpus_service_is_judged_on_its_writes(
 
 def test_a_reproduction_says_which_write_the_cut_followed() -> None:
     from harness._history import History
-    from harness._reproduce import _told
+    from harness.reproduction._scripts import _told
 
     history = History()
     cut = history.record("info", "fault", "nemesis", key="k", value={

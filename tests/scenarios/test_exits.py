@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness import RunConfig, Scenario, ScenarioContext, run_scenarios
-from harness._reference import reference_target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 from tests.scenarios.deployed import wait_until_ended
 
 

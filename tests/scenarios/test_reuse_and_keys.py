@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import Event, ScenarioContext
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG, bad_input, distinct_keys, key_reuse
 from tests.scenarios.deployed import completion, deployed, invokes, sent_body
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness import PROPERTIES, load_target
-from harness._toxiproxy import ToxiproxyServer
+from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG, default_scenarios
 from tests.thirdparty.conftest import INSTALLERS, install
 

@@ -1,6 +1,8 @@
-"""The explorer's front end for queue consumers (``harness.explore._fronts.Front``): the broker,
-Toxiproxy and the consumers started once and shared by every example, a ``ConsumerSession`` on
-them, the consumer machine, publishes counted, and the examples' queue accounts added up."""
+"""The explorer's front end for queue consumers (a ``Front``, ``explore/_front_protocol.py``).
+
+The broker, Toxiproxy and the consumers started once and shared by every example, a
+``ConsumerSession`` on them, the consumer machine, publishes counted, and the examples' queue
+accounts added up."""
 
 from __future__ import annotations
 
@@ -12,20 +14,20 @@ from typing import Any
 from hypothesis.stateful import RuleBasedStateMachine
 
 from harness._history import Event
-from harness._paths import state_dir
 from harness._target import Target
-from harness._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.consumer._account import add_accounts
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._runner import broker_for
 from harness.consumer._target import ConsumerTarget
-from harness.explore._fronts import SessionOptions
+from harness.explore._front_protocol import SessionOptions
 from harness.explore._story import Front as FrontName
 from harness.explore._story_session import StorySession
 from harness.explore.consumer._actions import Copies, Republish, StallMidJob
 from harness.explore.consumer._machine import machine_for
 from harness.explore.consumer._session import ConsumerSession
 from harness.explore.consumer._validity import problems_with
+from harness.services._paths import state_dir
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
 __all__ = ["CONSUMER", "ConsumerFront"]
 

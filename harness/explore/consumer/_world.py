@@ -23,10 +23,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from dataclasses import replace
 
-from harness._analysis import Identity, View
-from harness._checker import QUEUE_PROPERTIES, CheckOptions, CheckResult, check_history
 from harness._errors import HarnessError
-from harness._findings import Finding
 from harness._history import ORACLE, Event, History
 from harness.consumer._context import QUIET, SETTLE, ConsumerContext
 from harness.consumer._deployment import ConsumerDeployment
@@ -49,6 +46,9 @@ from harness.explore.consumer._actions import (
     StallMidJob,
     kind_of,
 )
+from harness.judging._analysis import Identity, View
+from harness.judging._checker import QUEUE_PROPERTIES, CheckOptions, CheckResult, check_history
+from harness.judging._findings import Finding
 
 __all__ = ["COPIES_PAUSE_MS", "KILL_PAUSE_MS", "STEP_WAIT", "ConsumerWorld"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from harness._pg_wire import Committed, Segment
+from harness.services._pg_wire import Committed, Segment
 
 __all__ = ["WRITE_COMMANDS", "RespConnection", "value_end"]
 

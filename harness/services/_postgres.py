@@ -26,9 +26,9 @@ from urllib.parse import quote
 
 import psycopg
 
-from harness import _containers
 from harness._errors import ServiceUnavailable
-from harness._network import free_port
+from harness.services import _containers
+from harness.services._network import free_port
 
 __all__ = ["PostgresServer", "find_postgres_bin", "start_postgres"]
 

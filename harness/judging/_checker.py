@@ -13,9 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from harness._analysis import View
 from harness._errors import UsageError
-from harness._findings import Finding, Klass, Note, Verdict, klass_of, merge_verdicts, sort_findings
 from harness._history import Event
 from harness._target import (
     ErrorPolicy,
@@ -25,6 +23,16 @@ from harness._target import (
     Target,
     keyless_counting,
     split_route,
+)
+from harness.judging._analysis import View
+from harness.judging._findings import (
+    Finding,
+    Klass,
+    Note,
+    Verdict,
+    klass_of,
+    merge_verdicts,
+    sort_findings,
 )
 
 __all__ = [
@@ -116,7 +124,7 @@ class PropertySpec:
 class Registry:
     """Properties by id; registering an id twice is a programming error, caught at import."""
 
-    def __init__(self, module: str = "harness._properties") -> None:
+    def __init__(self, module: str = "harness.judging._properties") -> None:
         self._specs: dict[str, PropertySpec] = {}
         self._module = module
         self._summary: Summary | None = None
@@ -148,7 +156,7 @@ class Registry:
         return sorted(self._registered(), key=lambda p: int(p[1:]))
 
     def _registered(self) -> dict[str, PropertySpec]:
-        """The specs, P1-P11 among them: ``harness._properties`` registers those when it is
+        """The specs, P1-P11 among them: ``harness.judging._properties`` registers those when it is
         imported, which happens on first use rather than at ``import harness`` so that the
         package stays cheap to import (every pytest run imports it, through the plugin)."""
         importlib.import_module(self._module)

@@ -17,8 +17,8 @@ import tomlkit
 from tomlkit.items import Item, Table
 
 from harness._errors import TargetFileError
-from harness._probe import Observation
-from harness._target import parse_target
+from harness.drafting._probe import Observation
+from harness.targets._loader import parse_target
 
 __all__ = ["apply_observations", "declared_promises", "diff"]
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import _containers
 from harness._errors import ServiceUnavailable
-from harness._network import free_port
-from harness._processes import ManagedProcess
+from harness.services import _containers
+from harness.services._network import free_port
+from harness.services._processes import ManagedProcess
 
 __all__ = ["RabbitServer", "amqp_answers", "find_rabbitmq_server", "start_rabbitmq"]
 

@@ -19,7 +19,7 @@ TTL there, so a 24 h retention would measure as 48 h.  A real client retrying a 
 races that write; the pause lets it land on the clock it ran on.
 
 libfaketime 0.9.10 hangs a program linked with jemalloc at its start (Debian's redis-server);
-``harness/_clock_shim.c``, preloaded first, gets it past that (its header says how).
+``harness/services/_clock_shim.c``, preloaded first, gets it past that (its header says how).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from harness._errors import ServiceUnavailable
-from harness._paths import project_root
+from harness.services._paths import project_root
 
 __all__ = ["FaketimeClock", "find_libfaketime", "find_shim"]
 
@@ -72,7 +72,7 @@ def find_libfaketime() -> Path:
 
 
 def find_shim() -> Path:
-    """The preload shim built from ``harness/_clock_shim.c``: ``$IDEM_FAKETIME_SHIM``, else
+    """The preload shim built from ``harness/services/_clock_shim.c``: ``$IDEM_FAKETIME_SHIM``, else
     ``.tools/`` of the checkout or of the current directory."""
     explicit = os.environ.get("IDEM_FAKETIME_SHIM")
     candidates = ([Path(explicit)] if explicit else

@@ -28,11 +28,11 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.proxy import Proxy as _LibProxy
 
-from harness import _containers
 from harness._errors import ServiceUnavailable, ToxiproxyError
-from harness._network import free_port, require_loopback
-from harness._paths import find_tool
-from harness._processes import ManagedProcess
+from harness.services import _containers
+from harness.services._network import free_port, require_loopback
+from harness.services._paths import find_tool
+from harness.services._processes import ManagedProcess
 
 __all__ = [
     "Stream",

@@ -25,7 +25,7 @@ from openapi_spec_validator.shortcuts import get_validator_cls
 from openapi_spec_validator.validation.exceptions import ValidatorDetectError
 
 from harness._errors import HarnessError, UsageError
-from harness._network import require_loopback
+from harness.services._network import require_loopback
 
 if TYPE_CHECKING:
     from referencing._core import Resolver  # not re-exported by the package; a type only

@@ -1,4 +1,4 @@
-"""A finding's smallest event sequence, laid out as a sequence diagram.
+"""An HTTP target's sequence diagram: a finding's smallest event sequence, laid out.
 
 Lanes: the client, Toxiproxy, the server and its store.  Every event the finding cites is a row:
 a request crosses Toxiproxy to the server (or stops there while an upstream fault holds it), its
@@ -12,7 +12,8 @@ Commits are not events, so they are read off the history: a success naming a cha
 before committed it; a charge that the ledger holds and no answer named was committed by the one
 attempt whose answer was lost, drawn dashed because it is inferred.  Which rows are highlighted
 follows from the finding the checker made (the duplicate commits of a P1, the answer a P3 is
-about), never from a judgement of this module's own.  It lays out; ``sequence.svg.j2`` draws.
+about), never from a judgement of this module's own.  It lays out a ``Diagram``
+(``_model.py``); ``sequence.svg.j2`` draws it.
 """
 
 from __future__ import annotations
@@ -22,132 +23,41 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Literal
 
-from harness._analysis import Attempt, Identity, View, describe_identity
 from harness._durations import format_duration
-from harness._findings import Finding
 from harness._history import Event
 from harness._target import ReplayMarker
+from harness.diagrams._model import (
+    BOTTOM,
+    CHAR,
+    DUPLICATES,
+    ROW,
+    TOP,
+    WIDTH,
+    Band,
+    Box,
+    Diagram,
+    Label,
+    Lane,
+    LaneName,
+    Line,
+    Row,
+    fit,
+    tooltip,
+)
+from harness.judging._analysis import Attempt, Identity, View, describe_identity
+from harness.judging._findings import Finding
 
-__all__ = ["BLOCKING", "BOTTOM", "CHAR", "TOP", "WIDE", "Band", "Box", "Diagram", "Label", "Lane",
-           "LaneName", "Layout", "Line", "Row", "Storyboard", "finding_diagram",
-           "sequence_diagram"]
-
-#: A queue consumer's diagram has the producer, the broker and the consumer instead of the
-#: client and the server (harness/consumer/_sequence.py).
-LaneName = Literal["client", "toxiproxy", "server", "store", "producer", "broker", "consumer"]
+__all__ = ["BLOCKING", "HttpBoard"]
 
 LANE_X: dict[LaneName, float] = {"client": 150.0, "toxiproxy": 380.0, "server": 600.0,
                                  "store": 830.0}
 LANE_TITLES: dict[LaneName, str] = {"client": "client", "toxiproxy": "Toxiproxy",
                                     "server": "server", "store": "store"}
-WIDTH = 960.0
-TOP = 52.0
-ROW = 30.0
-BOTTOM = 16.0
-CHAR = 6.6  # the width of one 12 px character, near enough to size a box around a label
-
-#: Properties whose finding is a duplicate: every commit after a key's first is highlighted.
-DUPLICATES = frozenset({"P1", "P2", "P6", "P9"})
 #: Toxics that keep a request from the server, or an answer from the client; the training
 #: demo's narrator tells a downstream one as a lost response.
 BLOCKING = frozenset({"timeout", "reset_peer", "limit_data"})
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
-
-
-@dataclass(frozen=True, slots=True)
-class Lane:
-    name: LaneName
-    title: str
-    x: float
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    x1: float
-    x2: float
-    dashed: bool = False
-    arrow: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Label:
-    x: float
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Box:
-    x: float
-    width: float
-    text: str
-    bolt: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One event (or one inferred commit), at ``top``; lines and crosses sit at ``y``."""
-
-    kind: str
-    top: float
-    time: str
-    tooltip: str
-    index: int | None = None  # the history event it draws; None for an inferred commit
-    highlight: bool = False
-    lines: tuple[Line, ...] = ()
-    crosses: tuple[float, ...] = ()
-    labels: tuple[Label, ...] = ()
-    boxes: tuple[Box, ...] = ()
-
-    @property
-    def y(self) -> float:
-        return self.top + ROW * 0.66
-
-
-@dataclass(frozen=True, slots=True)
-class Band:
-    """A span on one lane: a fault acting on Toxiproxy, or the server down after a crash."""
-
-    kind: Literal["fault", "down"]
-    x: float
-    top: float
-    bottom: float
-    title: str
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """Where a row's parts sit, from its top: wide, the time in a column of its own and each
-    label along its arrow; narrow (``_narrow.py``, for a phone), the time and the label on a
-    line of their own above the arrow."""
-
-    narrow: bool = False
-    row_height: float = ROW
-    line_dy: float = ROW * 0.66
-    label_dy: float = ROW * 0.66 - 6
-    box_dy: float = 5.0
-    head_half: float = 52.0
-    time_x: float | None = 12.0
-
-
-WIDE = Layout()
-
-
-@dataclass(frozen=True)
-class Diagram:
-    title: str
-    width: float
-    height: float
-    lanes: tuple[Lane, ...]
-    rows: tuple[Row, ...]
-    bands: tuple[Band, ...] = ()
-    faults: tuple[str, ...] = ()
-    layout: Layout = WIDE
-
-    @property
-    def highlighted(self) -> int:
-        return sum(1 for row in self.rows if row.highlight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +85,8 @@ class _Context:
 _Commits = dict[int, _Commit]
 
 
-class Storyboard:
-    """One scenario's history, read once for every diagram drawn from it.
+class HttpBoard:
+    """One HTTP scenario's history, read once for every diagram drawn from it.
 
     A scenario of a load run can have a hundred findings drawn; each would otherwise pair the
     attempts and trace the faults of the whole history again.
@@ -184,8 +94,6 @@ class Storyboard:
 
     def __init__(self, events: Sequence[Event], *,
                  replay_marker: ReplayMarker | None = None) -> None:
-        self._by_index = {e.index: e for e in events}
-        self._consumer = any(e.f == "publish" for e in events)
         view = View(events)
         blocked, lost, held = _faulted_traffic(events)
         self._context = _Context(
@@ -193,16 +101,9 @@ class Storyboard:
             {a.invoke.index: a for a in view.attempts},
             {a.completion.index: a for a in view.attempts if a.completion})
 
-    def draw(self, cited: Iterable[int], *, finding: Finding | None = None) -> Diagram | None:
-        """The diagram of the ``cited`` events; what ``finding`` is about is highlighted, and
-        without a finding nothing is.  None when none of ``cited`` is in the history."""
-        chosen = [self._by_index[i] for i in sorted(set(cited)) if i in self._by_index]
-        if not chosen:
-            return None
-        if self._consumer:
-            from harness.consumer._sequence import consumer_diagram
-
-            return consumer_diagram(chosen, finding=finding, tooltip=_tooltip)
+    def diagram(self, chosen: list[Event], finding: Finding | None) -> Diagram:
+        """The diagram of the ``chosen`` events (at least one, in history order); what
+        ``finding`` is about is highlighted, and without a finding nothing is."""
         context = self._context
         identities = _identities(chosen)
         commits: _Commits = {}
@@ -227,19 +128,6 @@ class Storyboard:
             faults=tuple(dict.fromkeys(str(e.value.get("fault")) for e in chosen
                                        if e.f == "fault")),
         )
-
-
-def finding_diagram(finding: Finding, events: Sequence[Event], *,
-                    replay_marker: ReplayMarker | None = None) -> Diagram | None:
-    """The diagram of ``finding`` over its scenario's ``events``; None when it cites none."""
-    return Storyboard(events, replay_marker=replay_marker).draw(finding.events, finding=finding)
-
-
-def sequence_diagram(events: Sequence[Event], cited: Iterable[int], *,
-                     replay_marker: ReplayMarker | None = None,
-                     finding: Finding | None = None) -> Diagram | None:
-    """One diagram of a scenario's ``events``: ``Storyboard.draw`` without keeping the board."""
-    return Storyboard(events, replay_marker=replay_marker).draw(cited, finding=finding)
 
 
 # ---- what the history says beyond the cited events ----------------------------------------
@@ -395,7 +283,7 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             crosses: tuple[float, ...] = (), labels: tuple[Label, ...] = (),
             boxes: tuple[Box, ...] = ()) -> None:
         rows.append(Row(kind, TOP + ROW * len(rows), _elapsed(event.time - start),
-                        _tooltip(event), event.index, highlight, lines, crosses, labels, boxes))
+                        tooltip(event), event.index, highlight, lines, crosses, labels, boxes))
 
     for event in chosen:
         if event.f == "request" and event.type == "invoke":
@@ -404,15 +292,15 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
             if event.index in context.blocked:
                 add("request", event, lines=(Line(LANE_X["client"], LANE_X["toxiproxy"]),),
                     crosses=(LANE_X["toxiproxy"],),
-                    labels=(Label(LANE_X["client"] + 8, _fit(text + " · held at Toxiproxy",
+                    labels=(Label(LANE_X["client"] + 8, fit(text + " · held at Toxiproxy",
                                                              66)),))
             elif event.index in context.held:
                 add("request", event, lines=(Line(LANE_X["client"], LANE_X["toxiproxy"]),),
                     labels=(Label(LANE_X["client"] + 8,
-                                  _fit(text + " · held at Toxiproxy until the heal", 66)),))
+                                  fit(text + " · held at Toxiproxy until the heal", 66)),))
             else:
                 add("request", event, lines=(Line(LANE_X["client"], LANE_X["server"]),),
-                    labels=(Label(LANE_X["client"] + 8, _fit(text, 66)),))
+                    labels=(Label(LANE_X["client"] + 8, fit(text, 66)),))
             commit = commits.get(event.index) if event.index not in deferred else None
             attempt = context.by_invoke.get(event.index)
             if commit and attempt and (attempt.completion is None
@@ -451,7 +339,7 @@ def _rows(chosen: list[Event], context: _Context, commits: _Commits, identities:
                     commit_once(commits.get(invoke), event.time - start)
         elif event.f == "store-write":
             add("store-write", event, lines=(Line(LANE_X["server"], LANE_X["store"]),),
-                labels=(Label(LANE_X["server"] + 8, _fit(_store_write_text(event), 36)),))
+                labels=(Label(LANE_X["server"] + 8, fit(_store_write_text(event), 36)),))
         elif event.f == "crash":
             add("crash", event, boxes=(_box("server", f"crash ({event.value.get('how', '?')})",
                                             bolt=True),))
@@ -484,7 +372,7 @@ def _release_row(invokes: list[int], rows: list[Row], elapsed: float) -> Row:
                f"Toxiproxy forwards what the stall held when it is healed: {count} request(s) "
                "of this diagram", None,
                lines=tuple(Line(LANE_X["toxiproxy"], LANE_X["server"]) for _ in invokes[:1]),
-               labels=(Label(LANE_X["toxiproxy"] + 8, _fit(text, 60)),))
+               labels=(Label(LANE_X["toxiproxy"] + 8, fit(text, 60)),))
 
 
 def _commit_row(commit: _Commit, rows: list[Row], elapsed: float, marks: _Marks) -> Row:
@@ -500,7 +388,7 @@ def _commit_row(commit: _Commit, rows: list[Row], elapsed: float, marks: _Marks)
     return Row("commit", TOP + ROW * len(rows), _elapsed(elapsed), tooltip, None,
                highlight=commit.attempt.invoke.index in marks.commits,
                lines=(Line(LANE_X["server"], LANE_X["store"], dashed=commit.inferred),),
-               labels=(Label(LANE_X["server"] + 8, _fit(text, 36)),))
+               labels=(Label(LANE_X["server"] + 8, fit(text, 36)),))
 
 
 def _orphan_row(charge: str | None, ordinal: int, rows: list[Row], elapsed: float,
@@ -513,7 +401,7 @@ def _orphan_row(charge: str | None, ordinal: int, rows: list[Row], elapsed: floa
                "committed it in an attempt whose answer never came", None,
                highlight=highlight,
                lines=(Line(LANE_X["server"], LANE_X["store"], dashed=True),),
-               labels=(Label(LANE_X["server"] + 8, _fit(text, 44)),))
+               labels=(Label(LANE_X["server"] + 8, fit(text, 44)),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -529,7 +417,7 @@ def _answer(event: Event, who: str, context: _Context, attempt: Attempt | None) 
     client, proxy, server = LANE_X["client"], LANE_X["toxiproxy"], LANE_X["server"]
     if event.status is not None:
         text = who + _status_text(event, attempt, context.replay_marker)
-        return _Shape("answer", (Line(server, client),), (Label(client + 8, _fit(text, 66)),))
+        return _Shape("answer", (Line(server, client),), (Label(client + 8, fit(text, 66)),))
     reason = event.error or "no answer"
     if event.error == "connect":
         return _Shape("lost", (Line(proxy, client, dashed=True),),
@@ -651,7 +539,7 @@ def _who(event: Event, *, several: bool, processes: bool) -> str:
 
 
 def _short_tenant(tenant: str) -> str:
-    return tenant.split("-", 1)[0] if "-" in tenant else _fit(tenant, 12)
+    return tenant.split("-", 1)[0] if "-" in tenant else fit(tenant, 12)
 
 
 def _request_text(event: Event, who: str) -> str:
@@ -677,30 +565,8 @@ def _short(resource: str) -> str:
     return resource if len(resource) <= 14 else resource[:12] + "…"
 
 
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _elapsed(seconds: float) -> str:
     return f"+{seconds:.2f}s" if seconds < 100 else f"+{format_duration(seconds)}"
-
-
-def _tooltip(event: Event) -> str:
-    """Everything the event recorded, for the row's hover text."""
-    lines = [f"event {event.index}: {event.f} {event.type} by {event.process} "
-             f"at {event.time:.3f}s"]
-    for name in ("tenant", "key", "attempt", "label", "method", "path", "status", "resource",
-                 "error"):
-        value = getattr(event, name)
-        if value is not None:
-            lines.append(f"{name}: {value}")
-    if event.headers:
-        lines.append("headers: " + ", ".join(f"{k}: {v}" for k, v in event.headers.items()))
-    if event.body:
-        lines.append("body: " + _fit(event.body, 300))
-    if event.value:
-        lines.append("value: " + _fit(json.dumps(dict(event.value), sort_keys=True), 300))
-    return "\n".join(lines)
 
 
 def _box(lane: LaneName, text: str, *, bolt: bool = False) -> Box:

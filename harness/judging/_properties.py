@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
-from harness._analysis import Attempt, EffectsSeen, Identity, View, describe_identity
-from harness._checker import CheckOptions, Inconclusive, prop
 from harness._client import is_final
 from harness._durations import format_duration
-from harness._findings import Finding, Note
 from harness._history import Event
 from harness._target import LEASE_SLACK, ErrorPolicy, split_route
+from harness.judging._analysis import Attempt, EffectsSeen, Identity, View, describe_identity
+from harness.judging._checker import CheckOptions, Inconclusive, prop
+from harness.judging._findings import Finding, Note
 
 __all__: list[str] = []
 

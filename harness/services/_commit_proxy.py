@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from harness._errors import ServiceError
-from harness._pg_wire import Committed, PgConnection, Segment
-from harness._resp_wire import RespConnection
+from harness.services._pg_wire import Committed, PgConnection, Segment
+from harness.services._resp_wire import RespConnection
 
 __all__ = ["AfterWrite", "CommitProxy", "StoreFault", "Watch", "WatchListener", "WriteSeen"]
 

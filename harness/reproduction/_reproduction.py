@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness._analysis import describe_identity
 from harness._errors import UsageError
-from harness._findings import Finding
 from harness._history import NEMESIS, ORACLE, Event, event_from_json, event_to_json
-from harness._reference import reference_options
 from harness._target import Target
+from harness.judging._analysis import describe_identity
+from harness.judging._findings import Finding
+from harness.targets._reference import reference_options
 
 __all__ = [
     "FORMAT",

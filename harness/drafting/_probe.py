@@ -23,11 +23,11 @@ from harness._client import Request
 from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._history import Event
-from harness._paths import state_dir
-from harness._probe_keys import KeyRules, disagreements, probe_keys, proposed_pattern
-from harness._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
 from harness._target import Target
-from harness._toxiproxy import start_toxiproxy
+from harness.drafting._probe_keys import KeyRules, disagreements, probe_keys, proposed_pattern
+from harness.drafting._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
+from harness.services._paths import state_dir
+from harness.services._toxiproxy import start_toxiproxy
 
 __all__ = ["DRAFT", "Observation", "ProbeReport", "declared_in", "probe_target"]
 

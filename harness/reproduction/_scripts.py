@@ -1,11 +1,11 @@
 """Reproduction scripts: a finding's story as a person reads it, and replays it after the run.
 
 A script in the report directory (``reproduce/<scenario>-<n>.sh``) carries the reproduction of
-one key's findings (``harness/_reproduction.py``): it plays the story again through the harness
-against a fresh instance of the target, started as the run started it (or the instance at the
-URL it is given), and exits 1 when a property of the findings broke again, 0 when none did this
-time, and 2 when the story could not be played or judged.  Its comments tell the story step by
-step, with the ``curl`` commands that send the same requests by hand.
+one key's findings (``harness/reproduction/_reproduction.py``): it plays the story again through
+the harness against a fresh instance of the target, started as the run started it (or the
+instance at the URL it is given), and exits 1 when a property of the findings broke again, 0 when
+none did this time, and 2 when the story could not be played or judged.  Its comments tell the
+story step by step, with the ``curl`` commands that send the same requests by hand.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from harness._durations import format_duration
 from harness._history import Event
-from harness._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
 from harness._target import Target, render_template
+from harness.reproduction._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
 
 __all__ = ["comment_lines", "curl_for", "script_for", "script_path"]
 

@@ -16,9 +16,9 @@ import tomlkit
 from tomlkit.items import InlineTable, Table
 
 from harness._errors import TargetFileError
-from harness._openapi import ApiDocument, ApiOperation, EffectsEndpoint
-from harness._openapi_bodies import body_template
-from harness._target import parse_target
+from harness.drafting._openapi import ApiDocument, ApiOperation, EffectsEndpoint
+from harness.drafting._openapi_bodies import body_template
+from harness.targets._loader import parse_target
 
 __all__ = [
     "Draft",

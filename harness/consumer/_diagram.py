@@ -1,4 +1,4 @@
-"""A consumer finding's events as a sequence diagram, with the broker as a lane of its own.
+"""A queue consumer's sequence diagram: a finding's events, with the broker as a lane of its own.
 
 Lanes: the producer, the broker, Toxiproxy (the consumer's connection), the consumer and its
 store.  A publish goes producer to broker and its confirm comes back (or is lost); a delivery
@@ -6,17 +6,15 @@ crosses Toxiproxy to the consumer; commits go to the store; acks go back to the 
 stop at Toxiproxy when they are lost).  Faults, kills and clock moves are boxes on the lane they
 act on; the drain and the dead-letter queue are boxes on the broker.  Highlights follow the
 finding: every commit of its key after the first, for a duplicate; nothing is judged here.
-The same ``Diagram`` as an HTTP finding's, so the same template draws it.
+The same ``Diagram`` as an HTTP finding's (``harness/diagrams/_model.py``), so the same
+template draws it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from harness._durations import format_duration
-from harness._findings import Finding
 from harness._history import Event
-from harness.reports._sequence import (
+from harness.diagrams._model import (
     BOTTOM,
     CHAR,
     DUPLICATES,
@@ -31,7 +29,9 @@ from harness.reports._sequence import (
     LaneName,
     Line,
     Row,
+    tooltip,
 )
+from harness.judging._findings import Finding
 
 __all__ = ["CONSUMER_LANES", "consumer_diagram"]
 
@@ -56,8 +56,9 @@ def _fit(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def consumer_diagram(chosen: list[Event], *, finding: Finding | None,
-                     tooltip: Callable[[Event], str]) -> Diagram:
+def consumer_diagram(chosen: list[Event], finding: Finding | None) -> Diagram:
+    """The diagram of the ``chosen`` events (at least one, in history order); what ``finding``
+    is about is highlighted, and without a finding nothing is."""
     start = chosen[0].time
     rows: list[Row] = []
     commits_seen: dict[str | None, int] = {}

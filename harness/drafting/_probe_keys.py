@@ -15,7 +15,7 @@ import string
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness._probe_session import ProbeSession
+from harness.drafting._probe_session import ProbeSession
 
 __all__ = ["LONGEST", "KeyRules", "disagreements", "probe_keys", "proposed_pattern"]
 

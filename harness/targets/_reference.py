@@ -10,7 +10,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from harness._errors import UsageError
-from harness._target import BUILTIN_TARGETS, StoreProxy, Target, load_target
+from harness._target import StoreProxy, Target
+from harness.targets._loader import BUILTIN_TARGETS, load_target
 
 __all__ = ["check_flags", "reference_name", "reference_options", "reference_target"]
 

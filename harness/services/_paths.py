@@ -11,7 +11,7 @@ __all__ = ["find_tool", "project_root", "state_dir"]
 
 def project_root() -> Path:
     """The checkout this package runs from (meaningful for an editable install)."""
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def state_dir() -> Path:
