@@ -1,5 +1,6 @@
-"""The target's clock as the nemesis moves it: one interface, two ways of moving it, and the
-harness's own account of where it stands.
+"""The target's clock as the nemesis moves it, and the harness's account of where it stands.
+
+One interface, two ways of moving it.
 
 A target that serves a clock hook moves its own clock when asked (``HookClock``); a target the
 harness starts under libfaketime has it moved from outside (``harness.services._faketime``).

@@ -1,5 +1,6 @@
-"""The target as a run sees it: started or found, each instance behind its own Toxiproxy proxy,
-with its side-effect oracle and its hooks.
+"""The target as a run sees it: its instances, each behind its own Toxiproxy proxy.
+
+Started or found, with its side-effect oracle and its hooks.
 
 Clients talk to the proxies; the oracle and the hooks talk to the target directly, so a fault
 meant for a client's request never blinds the judge or the clock.  The clock is the target's

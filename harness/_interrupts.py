@@ -1,6 +1,7 @@
-"""Ctrl-C and SIGTERM as one exception, so every command stops the same way: its ``finally``
-blocks stop the children, a run writes what it finished as *incomplete*, and the process exits
-as the shell reports a signal (128 + its number), with no traceback."""
+"""Ctrl-C and SIGTERM as one exception, so every command stops the same way.
+
+Its ``finally`` blocks stop the children, a run writes what it finished as *incomplete*, and the
+process exits as the shell reports a signal (128 + its number), with no traceback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Scenarios at once: independent scenarios share the target, each through proxies of its own;
-scenarios that need the whole target run on an instance of their own, or alone.
+"""Scenarios at once, each through proxies of its own, or on an instance of its own.
+
+Independent scenarios share the target, each through proxies of its own; scenarios that need
+the whole target run on an instance of their own, or alone.
 
 Most scenarios only send requests with keys and tenants of their own (each scenario's random
 source, and so its key prefix, depends only on the seed and its name), so several can share one

@@ -1,5 +1,7 @@
-"""The runner: start what the target file asks for, run scenarios, collect effects, judge, and
-tell the handlers at every step.  Jepsen's ``run-case!`` then ``analyze!``."""
+"""The runner: deploy the target, run scenarios, collect effects, judge, tell the handlers.
+
+Start what the target file asks for, run scenarios, collect effects, judge, and tell the
+handlers at every step.  Jepsen's ``run-case!`` then ``analyze!``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The size of a target's key table, read the way its file says: an HTTP route, a SQL count
-or a Redis command.
+"""The size of a target's key table: from an HTTP route, a SQL count or a Redis command.
+
+Read the way its target file says.
 
 P11 (bounded storage) needs the number of rows, and the scenarios time a retry better when the
 target can say how many keys are in progress.  Most services whose keys live in a database or

@@ -1,5 +1,6 @@
-"""One factor at a time: the ways a request can come back under its key changed in exactly one
-respect, for the catalog's reuse scenario and the explorer alike.
+"""One factor at a time: a request's variations under its key, each changed in one respect.
+
+For the catalog's reuse scenario and the explorer alike.
 
 A reuse probe that changes two things (the amount and the path, say) cannot tell which one the
 service ignored: a fingerprint that leaves out the path is seen only when the same body goes to

@@ -1,5 +1,7 @@
-"""``python -m reference_server``: the same command as ``idem-harness serve``; and
-``python -m reference_server consume ...``, the reference queue consumer."""
+"""``python -m reference_server``: ``idem-harness serve``, or ``consume`` for the consumer.
+
+The same command as ``idem-harness serve``; and ``python -m reference_server consume ...``, the
+reference queue consumer."""
 
 import sys
 

@@ -1,5 +1,6 @@
-"""Running the app under uvicorn, with logs on stderr, read deadlines for slow clients, and a
-quick, clean shutdown."""
+"""Running the app under uvicorn: logs, read deadlines, and a quick, clean shutdown.
+
+Logs on stderr, read deadlines for slow clients, and a quick, clean shutdown."""
 
 from __future__ import annotations
 

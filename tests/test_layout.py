@@ -13,9 +13,12 @@ module happens to be imported first.
 from __future__ import annotations
 
 import ast
+import importlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "reference_server")
@@ -208,6 +211,14 @@ def test_no_import_cycle_inside_the_engine_or_the_reference_server() -> None:
     assert not found, "import cycles (each a path back to its start):\n" + "\n".join(
         " -> ".join(cycle) for cycle in found
     )
+
+
+@pytest.mark.parametrize("package", ["harness", "harness.consumer", "harness.explore.consumer"])
+def test_every_name_a_lazy_face_lists_resolves(package: str) -> None:
+    """These faces resolve their names on first use: a stale path in one fails only there."""
+    face = importlib.import_module(package)
+    unresolved = [name for name in face.__all__ if not hasattr(face, name)]
+    assert not unresolved, f"{package} lists names it cannot resolve: {unresolved}"
 
 
 def test_the_engine_root_holds_at_most_twenty_modules() -> None:

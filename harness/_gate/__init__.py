@@ -1,5 +1,7 @@
-"""What the pytest plugin (``harness.pytest_plugin``) is made of: the shared run per target, the
-test items (a scenario each, and the explorer), and the shortest story printed for a finding."""
+"""What the pytest plugin (``harness.pytest_plugin``) is made of.
+
+The shared run per target, the test items (a scenario each, and the explorer), and the shortest
+story printed for a finding."""
 
 from harness._gate._exploring import ExploreFailed, ExploreItem
 from harness._gate._items import ScenarioFailed, ScenarioItem, TargetCollector, scenario_marker

@@ -1,5 +1,6 @@
-"""The explorer as one more test per target: Hypothesis draws stories against the target within
-a budget of examples, and the test fails with the shortest failing story it found.
+"""The explorer as one more test per target, failing with the shortest failing story.
+
+Hypothesis draws stories against the target within a budget of examples.
 
 It calls the same ``explore`` as ``idem-harness explore`` and writes the same report (with
 ``story.json``, replayable by ``idem-harness replay``) to ``<report dir>/explore``, apart from the

@@ -1,6 +1,8 @@
-"""The gate's part of a pytest session: the runs the options ask for, their items collected
-before selection, and the scenarios that survived it.  ``harness.pytest_plugin`` imports this
-only when a session asks for the gate, so other pytest runs do not pay for loading the engine."""
+"""The gate's part of a pytest session: its runs, their items and the scenarios selected.
+
+The runs the options ask for, their items collected before selection, and the scenarios that
+survived it.  ``harness.pytest_plugin`` imports this only when a session asks for the gate, so
+other pytest runs do not pay for loading the engine."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""``idem-harness init``: draft a commented target file from an OpenAPI document, or from a URL
-and a path, so a new user starts from the service's own description instead of a blank page."""
+"""``idem-harness init``: draft a commented target file from an OpenAPI document or a URL.
+
+From a document, or from a URL and a path, so a new user starts from the service's own
+description instead of a blank page."""
 
 from __future__ import annotations
 

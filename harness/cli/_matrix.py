@@ -1,5 +1,7 @@
-"""``idem-harness matrix``: the reference server, correct and with each named flaw, by every
-scenario (and third-party targets beside it)."""
+"""``idem-harness matrix``: targets, or the reference server's flaws, by every scenario.
+
+The reference server, correct and with each named flaw, by every scenario (and third-party
+targets beside it)."""
 
 from __future__ import annotations
 

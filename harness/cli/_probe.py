@@ -1,5 +1,7 @@
-"""``idem-harness probe``: ask the service what it promises, print what was seen beside each
-promise, and (with ``--write``) write it into the target file, keeping the user's comments."""
+"""``idem-harness probe``: ask the service what it promises, and say what it answered.
+
+Print what was seen beside each promise, and (with ``--write``) write it into the target file,
+keeping the user's comments."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""A read-only view of a consumer's history: publishes by dedup key, what the consumer reported
-(deliveries, acks), what the drain found left in the queue or dead-lettered, and the incidents
-(kills, cut or stalled connections) that messages lived through.
+"""A read-only view of a consumer's history that its properties share.
+
+Publishes by dedup key, what the consumer reported (deliveries, acks), what the drain found
+left in the queue or dead-lettered, and the incidents (kills, cut or stalled connections) that
+messages lived through.
 
 It builds on the HTTP ``View`` for what both share: effects per key, the target's clock,
 crashes, fault windows and evidence around a time span.

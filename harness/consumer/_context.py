@@ -1,6 +1,8 @@
-"""What a consumer scenario may do, each step recorded in the history: publish (confirmed),
-wait for broker or consumer facts, fault the consumer's connection, kill and restart it, move
-its clock, and drain the queue at the end so the checker knows what became of every message.
+"""What a consumer scenario may do, each step recorded in the history.
+
+Publish (confirmed), wait for broker or consumer facts, fault the consumer's connection, kill and
+restart it, move its clock, and drain the queue at the end so the checker knows what became of
+every message.
 
 Scenarios synchronise on facts, never on sleeps: an effect the oracle counts, a consumer the
 broker stops counting, a delivery the consumer reports, the queue emptied.  Every wait is

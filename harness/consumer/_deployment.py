@@ -1,5 +1,7 @@
-"""A consumer target as a run sees it: the broker, each consumer process behind its own
-Toxiproxy proxy to the broker, the effects oracle, the hooks and the harness's own AMQP client.
+"""A consumer target as a run sees it: the broker, and each consumer behind its own proxy.
+
+The broker, each consumer process behind its own Toxiproxy proxy to the broker, the effects
+oracle, the hooks and the harness's own AMQP client.
 
 The harness publishes and inspects on a direct connection; each consumer reaches the broker
 through its proxy, so a fault meant for one consumer's connection never touches the harness's

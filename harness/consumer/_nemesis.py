@@ -1,6 +1,8 @@
-"""Faults on a consumer: its broker connection (Toxiproxy toxics on its proxy), its process
-(SIGKILL, restart) and its clock, each recorded in the history as it acts, in the same shape as
-an HTTP target's (``fault``/``heal``, ``crash``, ``restart``, ``clock``).
+"""Faults on a consumer: its broker connection, its process and its clock, recorded as they act.
+
+Toxiproxy toxics on its connection's proxy, SIGKILL and restart, clock moves; each recorded in
+the history in the same shape as an HTTP target's (``fault``/``heal``, ``crash``, ``restart``,
+``clock``).
 
 Toxiproxy's ``timeout`` toxic with ``timeout = 0`` holds data until the toxic is removed, and
 then lets it through: a scenario that holds an ack back cuts the connection (``connection-cut``

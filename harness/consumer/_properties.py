@@ -1,5 +1,7 @@
-"""P1, P2, P9, P10 and P11 judged over a queue consumer's history, under the same ids as for an
-HTTP service (the dedup key is the idempotency key), registered in ``QUEUE_PROPERTIES``.
+"""P1, P2, P9, P10 and P11 judged over a queue consumer's history.
+
+Under the same ids as for an HTTP service (the dedup key is the idempotency key), registered in
+``QUEUE_PROPERTIES``.
 
 Where the evidence cannot decide (the queue did not settle, an oracle could not count, a lease
 had not passed) the verdict is unknown with the reason: a false finding is as bad as a miss.

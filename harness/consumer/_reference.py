@@ -1,5 +1,6 @@
-"""The reference consumer as a target: its target file with the flags ``--reference-consumer``,
-``--store`` and ``--flaw`` pass on.  Every front end starts it through this one function."""
+"""The reference consumer as a target, started through this one function by every front end.
+
+Its target file with the flags ``--reference-consumer``, ``--store`` and ``--flaw`` pass on."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The runner for a consumer target: the broker, Toxiproxy and the consumers, then each scenario,
-then the same judge and the same run events as an HTTP run, so every report works unchanged.
+"""The runner for a consumer target: broker, proxies and consumers, each scenario, the judge.
+
+The broker, Toxiproxy and the consumers, then each scenario, then the same judge and the same
+run events as an HTTP run, so every report works unchanged.
 
 ``harness._runner.run_scenarios`` hands a ``ConsumerTarget`` here; nothing else differs for the
 front ends (``run``, ``matrix``, the pytest plugin).

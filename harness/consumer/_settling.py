@@ -1,5 +1,6 @@
-"""When has a queue settled?  Read from what the consumers' events feeds reported, in the
-history, so the drain and its tests see the same rule.
+"""When a queue has settled, read from what the consumers' events feeds reported.
+
+Read in the history, so the drain and its tests see the same rule.
 
 A key has settled when each of its messages reached a final state and nothing is still working
 on it: every first delivery (and every confirmed publish) is matched by a final ack or

@@ -1,6 +1,9 @@
-"""Consumer target files: a queue consumer described by the same kind of TOML file as an HTTP
-service, with ``kind = "consumer"`` (or a ``[queue]`` table) and four tables of its own:
-``[broker]``, ``[queue]``, ``[message]`` and consumer ``[promises]``.
+"""A queue consumer's target file: the HTTP model's tables extended, and four of its own.
+
+A queue consumer is described by the same kind of TOML file as an HTTP service, with ``kind =
+"consumer"`` (or a ``[queue]`` table) and four tables of its own: ``[broker]``, ``[queue]``,
+``[message]`` and consumer ``[promises]``.  Reading a file of either kind is
+``harness/targets/_loader.py``'s job.
 
 A ``ConsumerTarget`` is a ``Target``: the runner, the reports, the matrix and ``check`` carry it
 like any other, and the checker reads its promises.  The HTTP-only tables (``[endpoint]``,

@@ -1,5 +1,7 @@
-"""One training demo: the scenario that exposes a flaw, run against the reference server with the
-flaw and then without it, narrated as it happens, and written as a report with a training page.
+"""One training demo: a flaw's scenario, run with the flaw and without it, narrated.
+
+The scenario that exposes a flaw, run against the reference server with the flaw and then
+without it, narrated as it happens, and written as a report with a training page.
 
 Both runs are ordinary runs through the runner, with the same seed and one shared Toxiproxy; the
 demo adds a narrator and a page, and judges nothing: the checker's findings are the lesson.

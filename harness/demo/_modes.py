@@ -1,5 +1,7 @@
-"""The failure modes a trainer can show: each named flaw of the reference server, the catalog
-scenario that exposes it, and, where the seed's list of common mistakes names it, its words.
+"""The failure modes a trainer can show: each named flaw and the scenario that exposes it.
+
+Each named flaw of the reference server, the catalog scenario that exposes it, and, where the
+seed's list of common mistakes names it, its words.
 
 Which scenario exposes which flaw is what ``idem-harness matrix`` measures; this table keeps, for
 each flaw, the smallest scenario that catches it as a property the flaw breaks.  A flaw that no

@@ -1,5 +1,6 @@
-"""OpenAPI 3.0/3.1 documents read for ``idem-harness init``: which operations take an
-idempotency key, with what limits, what body and what credentials.
+"""OpenAPI 3.0/3.1 documents read for ``init``: which operations take an idempotency key.
+
+With what limits, what body and what credentials.
 
 The document is validated by ``openapi-spec-validator`` and its ``$ref``s (internal, other
 files, loopback URLs) are followed by ``jsonschema-path``, never by hand.  What comes out is

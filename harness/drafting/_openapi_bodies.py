@@ -1,6 +1,8 @@
-"""A body template from a request's JSON schema: valid values where the schema says what is
-valid, and a placeholder (``{amount}``, ``{nonce}``, ``{customer}``) where a field can vary, so
-two requests under one key can differ (the target format needs ``{amount}`` or ``{nonce}``).
+"""A body template from a request's JSON schema: valid values, and placeholders where it varies.
+
+Valid values where the schema says what is valid, and a placeholder (``{amount}``, ``{nonce}``,
+``{customer}``) where a field can vary, so two requests under one key can differ (the target
+format needs ``{amount}`` or ``{nonce}``).
 
 What the schema cannot tell (a string with a pattern and no example) is filled with a visible
 ``FILL-IN`` value and a note, never a silent guess.

@@ -1,5 +1,6 @@
-"""Which keys the service accepts: how long, and which characters, found by sending fresh keys
-and reading which ones get a 2xx and which a 4xx.
+"""Which keys the service accepts (how long, which characters), found by sending fresh keys.
+
+Read from which ones get a 2xx and which a 4xx.
 
 Lengths are searched from the key the service already took up to ``LONGEST`` and then halved
 down to the limit; characters are tried all at once and, when that is refused, one by one.  The

@@ -1,6 +1,7 @@
-"""What a probe sends with: the normal recording client (every answer's headers kept, since
-the probe is looking for the one that marks a replay), fresh keys, one tenant, and the count
-of every effect it caused.
+"""What a probe sends with: the recording client, fresh keys, one tenant, and effects counted.
+
+The normal recording client (every answer's headers kept, since the probe is looking for the one
+that marks a replay), fresh keys, one tenant, and the count of every effect it caused.
 
 The probe's requests go through the target's Toxiproxy proxy like any run's, and are recorded
 in a history; at the end the oracle counts each key the probe used, so nothing it charged goes

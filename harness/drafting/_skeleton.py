@@ -1,5 +1,6 @@
-"""A commented target file drafted for a new user: from an OpenAPI document or from a URL and
-a path.  Every promise the draft cannot know is written as the IETF draft's value (or left out)
+"""A commented target file drafted for a new user, from an OpenAPI document or a URL and a path.
+
+Every promise the draft cannot know is written as the IETF draft's value (or left out)
 with a ``FILL IN`` comment, so the user sees what to check, and ``idem-harness probe`` can ask
 the service.  The text always loads: ``render_draft`` validates what it wrote.
 """

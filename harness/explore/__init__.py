@@ -1,6 +1,8 @@
-"""The explorer: Hypothesis draws stories of requests, retries, reused keys, bursts, faults,
-clock jumps and crashes against a target, the checker judges each after every step, and a
-failing story is shrunk to its shortest form, printed, saved and replayable.
+"""The explorer: Hypothesis draws stories against a target, and a failing one is shrunk.
+
+Stories of requests, retries, reused keys, bursts, faults, clock jumps and crashes; the checker
+judges each after every step, and a failing story is shrunk to its shortest form, printed, saved
+and replayable.
 
 It drives the target through the same context, recording client, nemesis and checker as the
 scenarios; it never judges anything itself.  A queue consumer is explored the same way, with

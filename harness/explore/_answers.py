@@ -1,5 +1,6 @@
-"""An answer in a few words for a story's step: ``201 ch_1a2b (replay)``, ``409 in_progress``,
-``no answer (timeout)``."""
+"""An answer in a few words for a story's step: ``201 ch_1a2b (replay)``, ``409 in_progress``.
+
+Or ``no answer (timeout)``."""
 
 from __future__ import annotations
 

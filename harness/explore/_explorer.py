@@ -1,6 +1,8 @@
-"""``explore``: start the target once, let Hypothesis draw and shrink stories against it, and
-report the shortest failing one through the same handlers as ``run``.  An HTTP service and a
-queue consumer are explored alike; their front ends (``_fronts``) say what differs.
+"""``explore``: start the target once, draw and shrink stories, report the shortest failing one.
+
+Hypothesis draws and shrinks stories against it, and the shortest failing one is reported
+through the same handlers as ``run``.  An HTTP service and a queue consumer are explored alike;
+their front ends (``_front_protocol``) say what differs.
 
 One deployment (the target and its Toxiproxy proxy; for a consumer, its broker too) serves
 every example; each example has

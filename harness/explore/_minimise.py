@@ -1,5 +1,6 @@
-"""When shrinking stops paying, and the last pass of it: drop one drawn step at a time while
-the story still breaks the same property.
+"""When shrinking stops paying, and its last pass: drop one drawn step at a time.
+
+A step is dropped while the story still breaks the same property.
 
 Every attempt at a shorter story is a whole story against a real server, so shrinking is worth
 its time only while stories get shorter.  It stops (``enough``) when the story has the fewest

@@ -1,5 +1,6 @@
-"""The generator's side of a story: which operations and keys exist, which faults are on, and
-how drawn values become actions.
+"""The generator's side of a story: what exists, what is on, and how draws become actions.
+
+Which operations and keys exist, which faults are on, and how drawn values become actions.
 
 Only drawn data and this bookkeeping decide what happens next, never an answer from the target,
 so one seed always draws the same stories and Hypothesis can replay and shrink them.

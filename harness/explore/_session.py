@@ -1,6 +1,8 @@
-"""The HTTP explorer's session: every example of one exploration (or one replay) shares the
-running deployment (the target behind Toxiproxy); the bookkeeping every front end shares (the
-counts, the shortest failing story) is ``StorySession``'s (``_story_session``).
+"""The HTTP explorer's session: the deployment every example of one exploration shares.
+
+Every example of one exploration (or one replay) shares the running deployment (the target
+behind Toxiproxy); the bookkeeping every front end shares (the counts, the shortest failing
+story) is ``StorySession``'s (``_story_session``).
 
 ``deployed`` is what an exploration and a replay both do around their session: start the one
 deployment, as ``run`` does.

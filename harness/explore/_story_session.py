@@ -1,7 +1,9 @@
-"""What every example of one exploration (or one replay) shares, whatever the target: the
-counts the report needs and the shortest failing story seen so far.  The HTTP session
-(``_session.Session``) and the queue consumer's (``consumer._session.ConsumerSession``) are
-this bookkeeping plus how each starts a world on its deployment.
+"""What every example of one exploration shares, whatever the target: counts, shortest story.
+
+The counts the report needs and the shortest failing story seen so far, for one exploration (or
+one replay).  The HTTP session (``_session.Session``) and the queue consumer's
+(``consumer._session.ConsumerSession``) are this bookkeeping plus how each starts a world on its
+deployment.
 
 Findings are data, but Hypothesis learns that an example failed only from an exception, so a
 finding becomes a ``StoryFailed`` for as long as Hypothesis needs it and data again afterwards:

@@ -1,5 +1,6 @@
-"""One example's world: fresh keys and tenants on the shared deployment, its own history, and
-the steps taken so far.
+"""One example's world: fresh keys and tenants, its own history, and the steps taken so far.
+
+On the deployment every example shares.
 
 The world performs actions through the same context the scenarios use (recording client,
 nemesis, oracle), so every request, fault and clock jump lands in the history.  It never judges:

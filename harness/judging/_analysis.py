@@ -1,5 +1,7 @@
-"""A read-only view of a history that the properties share: attempts paired with their
-completions, the target's clock, effects per key, crashes and faults.
+"""A read-only view of a history that the properties share.
+
+Attempts paired with their completions, the target's clock, effects per key, crashes and
+faults.
 
 Times here are target times: the history's monotonic time plus every clock advance recorded
 before it, because retention and leases run on the target's clock, not on ours.

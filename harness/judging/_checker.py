@@ -1,5 +1,7 @@
-"""The checker: the single judge.  Properties are plain functions registered under their ids;
-``check_history`` runs them all over one history and merges their verdicts.
+"""The checker, the single judge: every registered property over one history, verdicts merged.
+
+Properties are plain functions registered under their ids; ``check_history`` runs them all over
+one history and merges their verdicts.
 
 A property that crashes, or cannot decide (an effects query failed), yields ``unknown`` rather
 than a guess: Jepsen's ``check-safe``.

@@ -1,5 +1,7 @@
-"""What the checker concludes: findings (a property broke), notes (worth knowing, not a failure)
-and verdicts.  Findings are data, never exceptions; reports only render them."""
+"""What the checker concludes: findings, notes and verdicts, as data.
+
+Findings (a property broke), notes (worth knowing, not a failure) and verdicts.  Findings are
+data, never exceptions; reports only render them."""
 
 from __future__ import annotations
 

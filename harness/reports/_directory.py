@@ -1,6 +1,8 @@
-"""The report directory handler: after every scenario and at the end, rewrite the files, all of
-them or none, so a run that dies half-way still leaves everything it had finished, and a disk that
-fills up leaves no file half-written."""
+"""The report directory handler: rewrite every file after each scenario, all or none.
+
+After every scenario and at the end, the files are rewritten, all of them or none, so a run that
+dies half-way still leaves everything it had finished, and a disk that fills up leaves no file
+half-written."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""What the HTML page shows of a run, computed once: the verdict, the scenarios-by-properties
-table, and each finding with its plain explanation and its diagram.
+"""What the HTML page shows of a run, computed once.
+
+The verdict, the scenarios-by-properties table, and each finding with its plain explanation and
+its diagram.
 
 A view model and nothing more: it reads the ``RunResult`` the checker produced and decides only
 presentation (order, anchors, colours); the verdicts are the checker's.

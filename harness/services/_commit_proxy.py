@@ -1,5 +1,7 @@
-"""The protocol-aware store proxy: it sees the target's writes on the wire and can strike right
-after one of them, on the store's acknowledgement, with no hook in the target's code.
+"""The protocol-aware store proxy: sees the target's writes, strikes right after one of them.
+
+It sees the target's writes on the wire and can strike right after one of them, on the store's
+acknowledgement, with no hook in the target's code.
 
 It sits between Toxiproxy's store proxy and the store (target -> Toxiproxy -> this proxy ->
 store), so every toxic and the store-down switch act as before, and ``{store_proxy}`` stays

@@ -1,5 +1,4 @@
-"""PostgreSQL's wire protocol v3, read as far as the store proxy needs: where each committed
-write is acknowledged.
+"""PostgreSQL's wire protocol v3, read as far as finding where each committed write is acknowledged.
 
 No package on PyPI frames the protocol for a proxy (drivers parse it inside their own socket
 loops), and the framing is small: after the untyped startup packet every message is a type

@@ -1,5 +1,7 @@
-"""PostgreSQL for the stores that need it: an address from the environment, or a throwaway
-cluster from the local binaries, or a container, or an error that says what to install.
+"""PostgreSQL for the stores that need it: found, started, or an error saying what to install.
+
+An address from the environment, or a throwaway cluster from the local binaries, or a container,
+or an error that says what to install.
 
 A throwaway cluster lives in a temporary directory, listens on a free loopback port, trusts
 local connections and is deleted when closed.  ``initdb`` refuses to run as root, so as root

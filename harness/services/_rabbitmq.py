@@ -1,5 +1,7 @@
-"""RabbitMQ for queue-consumer targets: an address from the environment, or a throwaway node
-from the local binaries, or a container, or an error that says what to install.
+"""RabbitMQ for queue-consumer targets: found, started, or an error saying what to install.
+
+An address from the environment, or a throwaway node from the local binaries, or a container,
+or an error that says what to install.
 
 A throwaway node is a real broker (Debian's ``rabbitmq-server``) with everything of its own, so
 that several can run at once (tests run in parallel) and none touches the system's broker:

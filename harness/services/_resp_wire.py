@@ -1,5 +1,4 @@
-"""Redis's RESP2 and RESP3, read as far as the store proxy needs: which reply acknowledges a
-write.
+"""Redis's RESP2 and RESP3, read as far as finding which reply acknowledges a write.
 
 The proxy needs each value's exact byte span (to hold an acknowledgement back) and only the
 top-level type of a reply; hiredis's ``Reader`` and redis-py's parsers hand back parsed values

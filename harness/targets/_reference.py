@@ -1,6 +1,8 @@
-"""The built-in reference server as a target: the target file ``reference`` with the flags
-``--reference``, ``--store`` and ``--flaw`` pass on.  Every front end (run, matrix, load,
-explore, demo, the benches) starts the reference server through this one function."""
+"""The built-in reference server as a target, with what ``--store`` and ``--flaw`` pass on.
+
+The target file ``reference`` with the flags ``--reference``, ``--store`` and ``--flaw``.  Every
+front end (run, matrix, load, explore, demo, the benches) starts the reference server through
+this one function."""
 
 from __future__ import annotations
 

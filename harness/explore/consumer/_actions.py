@@ -1,5 +1,7 @@
-"""What a story does to a queue consumer, as plain data: drawn by the machine, performed by the
-world, saved in ``story.json`` and read back by ``replay``, as the HTTP explorer's actions are.
+"""What a story does to a queue consumer, as plain data.
+
+Drawn by the machine, performed by the world, saved in ``story.json`` and read back by
+``replay``, as the HTTP explorer's actions are.
 
 Keys are ``KeyPlan``s (a fresh key has a shape, so a replay makes a fresh one); a later step
 names an earlier job by its operation (``o1``).  A clock jump and a fault switched on or healed

@@ -1,8 +1,10 @@
-"""The Hypothesis state machine for a queue consumer: rules are what can happen to a queue and
-its consumers (publishes, copies, republishes, lost acks, kills, restarts, stalls, faults,
-clock jumps, poison messages and failing jobs), registered by weight as the HTTP machine's
-are (``harness.explore._rules``).  Rules exist only for what the target offers, so every drawn
-story can run; ``session.not_drawn`` says what was left out and why.
+"""The Hypothesis state machine for a queue consumer: what can happen to a queue, as rules.
+
+Rules are what can happen to a queue and its consumers (publishes, copies, republishes, lost
+acks, kills, restarts, stalls, faults, clock jumps, poison messages and failing jobs),
+registered by weight as the HTTP machine's are (``harness.explore._rules``).  Rules exist only
+for what the target offers, so every drawn story can run; ``session.not_drawn`` says what was
+left out and why.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The generator's side of a consumer story: which jobs exist, which faults are on, whether the
-consumers are down, and how drawn values become actions.
+"""The generator's side of a consumer story: what exists, what is on, how draws become actions.
+
+Which jobs exist, which faults are on, whether the consumers are down, and how drawn values
+become actions.
 
 Only drawn data and this bookkeeping decide what happens next, never what the consumer did, so
 one seed always draws the same stories and Hypothesis can replay and shrink them.

@@ -1,6 +1,7 @@
-"""The consumer explorer's session: every example of one exploration (or one replay) shares the
-running consumers and their broker; the bookkeeping is ``StorySession``'s, as for an HTTP
-service.
+"""The consumer explorer's session: the consumers and broker every example shares.
+
+Every example of one exploration (or one replay) shares the running consumers and their broker;
+the bookkeeping is ``StorySession``'s, as for an HTTP service.
 
 After every step the checker judges what a step can break at once: a duplicate (P1), a poison
 message that ran or loops (P10), a dedup table that keeps expired keys (P11).  A lost job (P2)

@@ -1,5 +1,6 @@
-"""One consumer example's world: fresh keys on the shared deployment, its own history, and the
-steps taken so far.
+"""One consumer example's world: fresh keys, its own history, and the steps taken so far.
+
+On the deployment every example shares.
 
 The world performs actions through the scenarios' ``ConsumerContext`` (publisher confirms, the
 consumer nemesis, the events feed, the effects oracle), so every publish, fault, kill and clock
