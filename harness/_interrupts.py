@@ -15,7 +15,8 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["SIGNAL_CHECK_SECONDS", "Interrupted", "StopRequest", "each_as_done",
-           "interrupt_on_signals", "raise_if_interrupted", "signals_deferred"]
+           "interrupt_on_signals", "interruption_handled", "raise_if_interrupted",
+           "signals_deferred"]
 
 #: How often a thread waiting for worker threads wakes.  The kernel may hand Ctrl-C to any
 #: thread; Python then only notes it for the main thread, which acts on it when it next runs:
@@ -107,6 +108,13 @@ def raise_if_interrupted() -> None:
     """Raise the ``Interrupted`` a signal raised before, in case it was lost where it landed:
     long work calls it between its steps (the explorer, as each example and step begins)."""
     _RAISED.check()
+
+
+def interruption_handled() -> None:
+    """The work a signal stopped has caught its ``Interrupted`` and reported: forget it, so
+    that later work in the same process (a second exploration in a test session, a gate) is
+    not stopped again by a signal that was already obeyed."""
+    _RAISED.clear()
 
 
 def interrupt_on_signals() -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from harness._interrupts import Interrupted, StopRequest, each_as_done
+from harness._interrupts import Interrupted, StopRequest, each_as_done, interruption_handled
 from harness._outcomes import Handler, RunResult
 from harness._runner import RunConfig
 from harness._scenario import Scenario
@@ -151,6 +151,7 @@ def run_matrix(rows: Sequence[MatrixRow], scenarios: Sequence[Scenario], report_
             try:
                 each_as_done(set(futures), record)
             except Interrupted as interrupt:
+                interruption_handled()
                 matrix.interrupted = interrupt
                 stop.stop(interrupt)
                 pool.shutdown(wait=False, cancel_futures=True)  # rows not begun never begin

@@ -20,7 +20,7 @@ from pathlib import Path
 from harness._deployment import Deployment
 from harness._errors import HarnessError, ReportNotWritten
 from harness._history import Event, History
-from harness._interrupts import Interrupted, StopRequest
+from harness._interrupts import Interrupted, StopRequest, interruption_handled
 from harness._outcomes import (
     Handler,
     RunEvent,
@@ -135,6 +135,7 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
                     outcomes.append(outcome)
                     emit(ScenarioFinished(outcome, result(outcomes, complete=False)))
     except Interrupted as stop:  # the children are stopped; say what finished, as incomplete
+        interruption_handled()
         final = result(outcomes, complete=False, stopped_by=stop.signal_name)
         emit(RunFinished(final))
         return final

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from harness._errors import HarnessError
 from harness._history import History
-from harness._interrupts import Interrupted
+from harness._interrupts import Interrupted, interruption_handled
 from harness._outcomes import (
     Handler,
     RunEvent,
@@ -125,6 +125,7 @@ def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) 
                     emit(ScenarioFinished(outcome, result(_in_order(outcomes, planned),
                                                           complete=False)))
     except Interrupted as stop:
+        interruption_handled()
         final = result(_in_order(outcomes, planned), complete=False,
                        stopped_by=stop.signal_name)
         emit(RunFinished(final))

@@ -31,7 +31,7 @@ from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from harness._errors import UsageError
-from harness._interrupts import Interrupted, signals_deferred
+from harness._interrupts import Interrupted, interruption_handled, signals_deferred
 from harness._outcomes import (
     Handler,
     Progress,
@@ -236,6 +236,7 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     except TargetLost as lost:
         raise lost.error from None
     except Interrupted as stop:  # the target is stopped; report what was found, incomplete
+        interruption_handled()
         found.stopped = stop
         session = found.session
         if session is not None and found.best is None:

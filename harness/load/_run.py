@@ -23,7 +23,7 @@ from harness._client import RetryPolicy
 from harness._deployment import Deployment
 from harness._errors import ServiceError, UsageError
 from harness._history import Event, History
-from harness._interrupts import Interrupted
+from harness._interrupts import Interrupted, interruption_handled
 from harness._nemesis import Nemesis
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._runner import DEFAULT_RETRY_HORIZON, judge
@@ -212,6 +212,7 @@ def run_load(config: LoadConfig, *,
         try:
             nodes = locusts.wait(timeout=config.duration + plan.drain_timeout + 120.0)
         except Interrupted as stop:  # end it early, as its duration would, and say so
+            interruption_handled()
             stopped_by = stop.signal_name
             progress(f"stopped by {stopped_by}: the users stop, their charges finish, the "
                      "report is written marked incomplete (Ctrl-C again abandons it)")

@@ -109,6 +109,35 @@ def test_stopped_while_the_report_is_written_it_finishes_writing_and_marks_it_in
     assert json.loads((report / "story.json").read_text())["shrunk"] is True
 
 
+def test_a_signal_obeyed_once_does_not_stop_the_next_exploration_in_the_process(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """A real SIGINT stops one exploration; a second one in the same process (a test session,
+    the pytest gate) runs to its end: the first signal was delivered once, not kept pending
+    (in the suite, explorations after another test's signal stopped at their first example)."""
+    previous = signal.getsignal(signal.SIGINT)
+    interrupt_on_signals()
+    try:
+        def sigint_at_second_example(event: RunEvent) -> None:
+            if isinstance(event, Progress) and event.examples == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        class Kill:
+            handle = staticmethod(sigint_at_second_example)
+
+        def once(name: str, handlers: list[object]) -> int:
+            report = tmp_path / name
+            done = explore(ExploreConfig(target=reference_target(store=None, flaw=None),
+                                         max_examples=5, seed=1, report_dir=report,
+                                         toxiproxy=toxiproxy_server),
+                           [ReportDirectory(report), *handlers])  # type: ignore[list-item]
+            return done.result.exit_code
+
+        assert once("stopped", [Kill()]) == 130
+        assert once("next", []) == 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _charges(store: Path) -> int:
     try:
         with sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1) as connection:
