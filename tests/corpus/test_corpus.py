@@ -6,36 +6,25 @@ a finding on a correct service is therefore either a bug in the service or a che
 harness that assumes the reference server's shape.  Neither is hidden here: the zero-findings
 assertions stay, and the message lists every finding.
 
-Bounds: each run is one target process and a fixed scenario list, the explorer gets a fixed
-seed and a few examples, and every test has a timeout.
+This module holds the flaws; test_correct_run.py and test_correct_explore.py the correct
+services.  Bounds: each run is one target process and a fixed scenario list, and every test has
+a timeout.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness._outcomes import RunResult
-from harness._profiles import get_profile
 from harness._runner import RunConfig, run_scenarios
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
-from scenarios import CATALOG, default_scenarios, get_scenario
-from tests.corpus.conftest import TARGETS, corpus_target
-
-SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
-            "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
-            "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
-            "renewed_lease", "sweeping_cleanup", "redis_ledger")
-SEED = 7
-EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
+from scenarios import CATALOG, get_scenario
+from tests.corpus.conftest import corpus_target
+from tests.corpus.correct import SEED, SERVICES, findings_of
 
 # (service, flaw, scenario that catches it, property ids of which one must be named)
 FLAWS = (
@@ -78,14 +67,6 @@ FLAWS = (
     ("sweeping_cleanup", "no-cleanup", "bounded-storage", ("P11",)),
     ("redis_ledger", "two-step-response", "cut-after-commit", ("P1", "P9")),
 )
-
-
-def _listed(findings: list[dict[str, Any]]) -> str:
-    return "\n".join(f"  {f['scenario']}: {f['property']} {f['message']}" for f in findings)
-
-
-def _findings(results: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{**f, "scenario": s["name"]} for s in results["scenarios"] for f in s["findings"]]
 
 
 def _run(name: str, flaw: str | None, scenarios: list[str] | None, report_dir: Path,
@@ -132,70 +113,6 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
     assert any(p.lease_renewed for p in promises.values())
 
 
-#: Correct-service runs are mostly waiting (retry backoff, leases, slowed handlers), so they
-#: run as separate processes side by side: the corpus fits the suite's budget at the CI budget.
-PARALLEL = 4
-
-
-@pytest.fixture(scope="module")
-def correct_runs(tmp_path_factory: pytest.TempPathFactory,
-                 toxiproxy_server: ToxiproxyServer) -> dict[tuple[str, str], Path]:
-    """``idem-harness run`` and a seeded ``idem-harness explore`` on every correct service,
-    at most ``PARALLEL`` at once: (front, service) -> its report directory."""
-    for name in SERVICES:
-        corpus_target(name)  # a missing service or package fails (CI) or skips here
-    env = {**os.environ, "TOXIPROXY_URL": toxiproxy_server.url}
-    jobs = {(front, name): tmp_path_factory.mktemp(f"{front}-{name}")
-            for front in ("run", "explore") for name in SERVICES}
-
-    def play(job: tuple[str, str]) -> None:
-        front, name = job
-        extra = (["--max-examples", str(EXPLORE_EXAMPLES), "--shrink-time", "10s"]
-                 if front == "explore" else [])
-        done = subprocess.run(
-            [sys.executable, "-m", "harness.cli", front,
-             "--target", str(TARGETS / f"{name}.toml"),
-             "--seed", str(SEED), "--report-dir", str(jobs[job]), "--quiet", *extra],
-            capture_output=True, text=True, env=env, timeout=420,
-        )
-        (jobs[job] / "stderr.txt").write_text(done.stderr)
-
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        list(pool.map(play, jobs))
-    return jobs
-
-
-@pytest.mark.timeout(1200)
-@pytest.mark.parametrize("name", SERVICES)
-def test_a_correct_service_has_no_finding(name: str,
-                                          correct_runs: dict[tuple[str, str], Path]) -> None:
-    report = correct_runs[("run", name)]
-    assert (report / "results.json").exists(), (report / "stderr.txt").read_text()
-    results = json.loads((report / "results.json").read_text())
-    assert results["complete"]
-    assert [s["name"] for s in results["scenarios"]] == [
-        s.name for s in default_scenarios(corpus_target(name))]
-    judged = [s for s in results["scenarios"] if s["verdict"] != "n/a"]
-    assert len(judged) >= 8 and all(s["requests"] > 0 for s in judged if not s.get("reason"))
-    findings = _findings(results)
-    assert not findings, f"false findings on the correct service {name}:\n{_listed(findings)}"
-
-
-@pytest.mark.timeout(1200)
-@pytest.mark.parametrize("name", SERVICES)
-def test_the_explorer_finds_nothing_wrong_with_a_correct_service(
-        name: str, correct_runs: dict[tuple[str, str], Path]) -> None:
-    report = correct_runs[("explore", name)]
-    assert (report / "results.json").exists(), (report / "stderr.txt").read_text()
-    results = json.loads((report / "results.json").read_text())
-    findings = _findings(results)
-    assert not findings and not (report / "story.json").exists(), (
-        f"the explorer failed the correct service {name}:\n{_listed(findings)}")
-    assert results["scenarios"] and all(s["verdict"] == "pass" for s in results["scenarios"]), [
-        (s["name"], s["verdict"], s.get("reason"), s.get("unknown_reasons"))
-        for s in results["scenarios"]]
-
-
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize(("name", "flaw", "scenario", "expected"), FLAWS,
                          ids=[f"{s}-{f}" for s, f, *_ in FLAWS])
@@ -210,4 +127,4 @@ def test_each_flaw_is_caught_by_the_property_it_breaks(
         f"findings {named or 'none'}; expected one of {', '.join(expected)}")
     assert result.exit_code == 1
     results = json.loads((report_dir / "results.json").read_text())
-    assert {f["property"] for f in _findings(results)} == set(named)
+    assert {f["property"] for f in findings_of(results)} == set(named)

@@ -1,0 +1,67 @@
+"""What the corpus's test modules share: the correct services, the seed, and the correct
+services' runs and explorations played as separate processes side by side.
+
+Correct-service runs are mostly waiting (retry backoff, leases, slowed handlers), so they run
+as separate processes, ``PARALLEL`` at once; ``run`` and ``explore`` are separate test modules so
+the suite's workers play them at the same time (a module stays on one worker)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness._profiles import get_profile
+from harness.services._toxiproxy import ToxiproxyServer
+from tests.corpus.conftest import TARGETS, corpus_target
+
+SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
+            "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
+            "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
+            "renewed_lease", "sweeping_cleanup", "redis_ledger")
+#: The services whose exploration takes longest (real-time leases, Redis behind the store
+#: proxy), started first so the last one to finish is a short one.
+SLOWEST_FIRST = ("renewed_lease", "redis_store", "redis_ledger", "ledger_sqlite")
+SEED = 7
+EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
+PARALLEL = 4
+
+
+def listed(findings: list[dict[str, Any]]) -> str:
+    return "\n".join(f"  {f['scenario']}: {f['property']} {f['message']}" for f in findings)
+
+
+def findings_of(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{**f, "scenario": s["name"]} for s in results["scenarios"] for f in s["findings"]]
+
+
+def play_every_correct_service(front: str, tmp_path_factory: pytest.TempPathFactory,
+                               toxiproxy: ToxiproxyServer) -> dict[str, Path]:
+    """``idem-harness FRONT`` (seeded; the explorer at the CI budget) on every correct service,
+    at most ``PARALLEL`` at once, slowest first: service -> its report directory, holding the
+    command's stderr too."""
+    for name in SERVICES:
+        corpus_target(name)  # a missing service or package fails (CI) or skips here
+    env = {**os.environ, "TOXIPROXY_URL": toxiproxy.url}
+    order = [*SLOWEST_FIRST, *(n for n in SERVICES if n not in SLOWEST_FIRST)]
+    reports = {name: tmp_path_factory.mktemp(f"{front}-{name}") for name in order}
+    extra = (["--max-examples", str(EXPLORE_EXAMPLES), "--shrink-time", "10s"]
+             if front == "explore" else [])
+
+    def play(name: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness.cli", front,
+             "--target", str(TARGETS / f"{name}.toml"),
+             "--seed", str(SEED), "--report-dir", str(reports[name]), "--quiet", *extra],
+            capture_output=True, text=True, env=env, timeout=420,
+        )
+        (reports[name] / "stderr.txt").write_text(done.stderr)
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(play, order))
+    return reports
