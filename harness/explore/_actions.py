@@ -84,10 +84,14 @@ class Retry(_Action):
     op: Literal["retry"] = "retry"
     id: str
     spelling: Spelling = "as-sent"
+    #: Sent once the slowed requests have answered: the client waited for its own request,
+    #: which outlived its lease with no one taking over (zombie-original's story).
+    once_answered: bool = False
 
     def text(self) -> str:
         how = "" if self.spelling == "as-sent" else f", spelling={self.spelling!r}"
-        return f"state.retry({self.id}{how})"
+        after = ", once_answered=True" if self.once_answered else ""
+        return f"state.retry({self.id}{how}{after})"
 
 
 class Reuse(_Action):

@@ -35,11 +35,13 @@ MAX_BURST = 8
 #: How often each operation is drawn, relative to the others.
 WEIGHTS = {"request": 4, "send_again": 4, "time_passes": 3, "slow_request": 2,
            "retry_while_running": 2, "overlap": 2, "burst": 1, "burst_again": 1, "keyless": 1,
-           "toggle_fault": 1, "crash": 1, "bad_body": 1, "handler_error": 1, "after_write": 1}
+           "toggle_fault": 1, "crash": 1, "bad_body": 1, "handler_error": 1, "after_write": 1,
+           "outlive_lease": 1}
 
 #: The capability each operation needs from the target, if any.
 NEEDS = {"time_passes": "clock", "crash": "crash", "slow_request": "slow",
-         "retry_while_running": "slow", "handler_error": "handler-error"}
+         "retry_while_running": "slow", "outlive_lease": "slow",
+         "handler_error": "handler-error"}
 
 
 class _Machine(RuleBasedStateMachine):
@@ -118,6 +120,11 @@ class _Machine(RuleBasedStateMachine):
         original must then not commit a second charge)."""
         self._do(self.plan.retry_running(late))
 
+    def outlive_lease(self, tenant: str, body: Any) -> None:
+        """A slowed request outlives its lease with no one taking the key over; its retry,
+        once it has answered, must be answered with the stored response."""
+        self._do(self.plan.outlive(tenant, body))
+
     def crash(self, tenant: str, point: str, body: Any) -> None:
         self._do(self.plan.crash(tenant, point, body))
 
@@ -164,6 +171,11 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
             {"late": st.booleans() if can_retry_late(target) else st.just(False)},
             lambda m: m.plan.running() is not None),
     }
+    if target.promises.lease is not None and can_retry_late(target):
+        # on the clock, its hook needs the database; else the request is slowed past the lease
+        operations["outlive_lease"] = _Operation(
+            {"tenant": draw.tenants, "body": draw.ordinary_bodies},
+            lambda m: m.plan.database_up())
     writes = draw.writes_per_charge
     if writes > 0:  # the store proxy saw an ordinary charge commit this many writes
         faults: list[str] = ["cut", "kill"] if "restart" in target.capabilities() else ["cut"]

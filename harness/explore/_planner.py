@@ -232,6 +232,25 @@ class Planner:
             return self._drawn(Wait(seconds=lease + PAST_THE_LEASE, why=why), Retry(id=running))
         return self._drawn(Retry(id=running))
 
+    def outlive(self, tenant: str, body: Any) -> list[Action]:
+        """A new slowed request that outlives its lease with no one taking its key over, then
+        its retry once it has answered: the retry must get the stored response, however late
+        the original finished (a server that lost the key's fingerprint with its lease refuses
+        it as another request's; zombie-original's story).  Past the lease on the clock while
+        the request runs; where only real time passes the lease, the request is slowed past
+        it."""
+        lease = self.target.promises.lease
+        assert lease is not None  # the rule exists only with a lease
+        on_the_clock = self.target.lease_runs_out_on_the_clock
+        slow = self.slow(tenant, body, long=not on_the_clock)
+        op = self._slowed[-1][0]
+        if on_the_clock:
+            self._moved += lease + PAST_THE_LEASE
+            return [*slow, *self._drawn(Clock(seconds=lease + PAST_THE_LEASE,
+                                              why="past the lease of the running request"),
+                                        Retry(id=op, once_answered=True))]
+        return [*slow, *self._drawn(Retry(id=op, once_answered=True))]
+
     def _reuse(self, original: _Operation, change: Change, fill: Fill, pick: int) -> Action:
         """Reuse a key the target has surely seen (if the first request was lost on its way,
         the target rightly treats the "reuse" as the first request, and P4 cannot tell), with

@@ -150,6 +150,8 @@ class World:
                 return self._answer(self._send(request)), _identity(request)
             case Retry():
                 operation = self._operations[action.id]
+                if action.once_answered:
+                    self._background.join()
                 raw = spell(operation.request.body, action.spelling)
                 return self._answer(self._again(operation, replace(
                     operation.request, raw_body=raw, label="retry"))), operation.identity

@@ -20,6 +20,10 @@ import pytest
 
 from harness._outcomes import RunResult
 from harness._runner import RunConfig, run_scenarios
+from harness.explore import ReplayConfig, replay
+from harness.explore._actions import Clock, Retry, Slow
+from harness.explore._keys import KeyPlan
+from harness.explore._story import Story, StoryStep
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG, get_scenario
@@ -128,3 +132,30 @@ def test_each_flaw_is_caught_by_the_property_it_breaks(
     assert result.exit_code == 1
     results = json.loads((report_dir / "results.json").read_text())
     assert {f["property"] for f in findings_of(results)} == set(named)
+
+
+#: zombie-original's story as the explorer draws it (rule outlive_lease): a slowed
+#: request, the clock past its 30 s lease while it runs, its retry once it has answered.
+OUTLIVED = Story(seed=0, examples=0, seconds=0.0, target="corpus-redis-store", steps=[
+    StoryStep(number=n, kind="request", text=a.text(), action=a) for n, a in enumerate([
+        Slow(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), delay_ms=1500,
+             body={"amount": 100, "currency": "usd", "customer": "x"}),
+        Clock(seconds=31, why="past the lease of the running request"),
+        Retry(id="o1", once_answered=True)], start=1)])
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("flaw", [None, "lost-lock-empty-fingerprint"])
+def test_a_request_that_outlived_its_lock_is_replayed_unless_the_fingerprint_went_with_it(
+        flaw: str | None, tmp_path: Path, toxiproxy_server: ToxiproxyServer) -> None:
+    """The explorer's outlived retry on redis_store: the correct service replays the stored
+    answer; the flawed one lost the fingerprint with the lock and refuses the retry (explore
+    missed this flaw in 60 examples before the rule existed).  The moved clock is trusted: a
+    real-time confirmation would wait out the 30 s lock."""
+    done = replay(OUTLIVED, ReplayConfig(target=corpus_target("redis_store", flaw),
+                                         report_dir=tmp_path, toxiproxy=toxiproxy_server,
+                                         trust_moved_clock=True))
+    if flaw is None:
+        assert done.result.verdict == "pass", done.result.findings
+    else:
+        assert {"P3", "P4"} & set(done.story.properties), done.result.findings

@@ -15,6 +15,7 @@ from harness._history import Event
 from harness._target import Endpoint, Target
 from harness.explore._actions import (
     Action,
+    Clock,
     HostileBody,
     Keyless,
     NewRequest,
@@ -218,6 +219,22 @@ def test_a_late_retry_waits_out_a_short_lease_in_real_time_and_is_not_drawn_for_
     # A lease of half a minute is not waited out in every example (in-flight-retry does, once).
     assert not can_retry_late(no_clock.with_promises(lease=30.0))
     assert not can_retry_late(no_clock.with_promises(lease=300.0))
+
+
+def test_a_slowed_request_outlives_its_lease_and_is_retried_once_it_has_answered() -> None:
+    """zombie-original's story, drawn as one rule: a slowed request, past its lease on the
+    clock while it runs (or, where only real time passes the lease, slowed past it), then its
+    retry once it has answered."""
+    slow, jump, retry = Planner(REFERENCE).outlive("a", BODY)
+    assert isinstance(slow, Slow) and isinstance(jump, Clock)
+    assert jump.seconds > (REFERENCE.promises.lease or 0)
+    assert isinstance(retry, Retry) and retry.once_answered and retry.id == slow.id
+    assert "once_answered=True" in retry.text()
+    no_clock = REFERENCE.model_copy(update={"hooks": REFERENCE.hooks.model_copy(
+        update={"clock": None})})
+    long, only = Planner(no_clock.with_promises(lease=4.0)).outlive("a", BODY)
+    assert isinstance(long, Slow) and long.delay_ms > 4000
+    assert isinstance(only, Retry) and only.once_answered
 
 
 def test_a_renewed_lease_is_passed_in_real_time_never_by_a_jump() -> None:
