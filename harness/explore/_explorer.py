@@ -31,7 +31,12 @@ from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from harness._errors import UsageError
-from harness._interrupts import Interrupted, interruption_handled, signals_deferred
+from harness._interrupts import (
+    Interrupted,
+    interruption_handled,
+    raise_if_interrupted,
+    signals_deferred,
+)
 from harness._outcomes import (
     Handler,
     Progress,
@@ -152,9 +157,7 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
     failed."""
 
     try:
-        with _shrinking_budget(config.shrink_seconds):
-            run_state_machine_as_test(hypothesis_seed(seed)(machine),
-                                      settings=hypothesis_settings(config))
+        _hypothesis_run(machine, seed, config)
     except* EnoughShrinking:
         pass  # shrinking no longer paid: the session holds the shortest story so far
     except* StoryFailed:
@@ -167,6 +170,20 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
         # drew it again: a real target is no pure function.  The session holds every story
         # as it went.
         pass
+
+
+def _hypothesis_run(machine: type[RuleBasedStateMachine], seed: int,
+                    config: ExploreConfig) -> None:
+    """Hypothesis's run of the machine.  A signal may land inside Hypothesis's own bookkeeping
+    (reading the test's source for its database key), where its ``Interrupted`` turns into
+    another error as Hypothesis fails on its half-made state: the user still asked to stop."""
+    try:
+        with _shrinking_budget(config.shrink_seconds):
+            run_state_machine_as_test(hypothesis_seed(seed)(machine),
+                                      settings=hypothesis_settings(config))
+    except Exception:
+        raise_if_interrupted()
+        raise
 
 
 def _stop_if_enough(session: StorySession[Any, Any], limit: float) -> None:

@@ -20,13 +20,22 @@ races that write; the pause lets it land on the clock it ran on.
 
 libfaketime 0.9.10 hangs a program linked with jemalloc at its start (Debian's redis-server);
 ``harness/services/_clock_shim.c``, preloaded first, gets it past that (its header says how).
+
+libfaketime also wants a semaphore and a shared-memory segment, named in ``FAKETIME_SHARED``.
+Left to itself, the first process of a tree creates them under its own pid and every fork of it
+(a shell's ``$(...)``) removes them when it exits, so a process started next (``exec python``
+in a start script) finds the names gone and dies with "sem_open failed".  The clock creates
+them itself, under names of its own, and hands them to every process: none of them creates or
+removes any, and the clock removes both when it closes.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import glob
 import os
-import re
+import secrets
 import time
 from collections.abc import Mapping
 from contextlib import suppress
@@ -52,7 +61,8 @@ SETTLE = 0.2
 _INSTALL = ("run scripts/ensure-faketime (make setup does), which installs Debian's faketime "
             "and libfaketime packages when absent and builds the preload shim")
 _SHM = Path("/dev/shm")
-_SHM_NAME = re.compile(r"(?:faketime_shm_|sem\.faketime_sem_)(\d+)")
+#: Bytes of the shared segment: libfaketime maps its few counters (under 100 bytes) from it.
+_SEGMENT_BYTES = 4096
 
 
 def find_libfaketime() -> Path:
@@ -94,8 +104,8 @@ class FaketimeClock:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory.absolute() / "faketime.rc"
         self.offset = 0.0
-        self._since = time.time()
         self._write()
+        self._semaphore, self._segment = _shared_names()
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """``env`` with libfaketime preloaded (ahead of any ``LD_PRELOAD`` already asked for)."""
@@ -106,6 +116,7 @@ class FaketimeClock:
             "FAKETIME_TIMESTAMP_FILE": str(self.path),
             "FAKETIME_NO_CACHE": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "FAKETIME_SHARED": f"{self._semaphore} {self._segment}",
         }
 
     def advance(self, seconds: float) -> None:
@@ -120,23 +131,35 @@ class FaketimeClock:
         partial.replace(self.path)
 
     def close(self) -> None:
-        """Remove the shared-memory names libfaketime leaves behind for processes that were
-        killed (a crash scenario's SIGKILL): only names made while this clock ran, by processes
-        that no longer run."""
-        with suppress(OSError):
-            for entry in _SHM.iterdir():
-                owner = _SHM_NAME.fullmatch(entry.name)
-                with suppress(OSError):
-                    if (owner and not _running(int(owner.group(1)))
-                            and entry.stat().st_mtime >= self._since - 1):
-                        entry.unlink()
+        """Remove the semaphore and the segment every process of the target shared."""
+        _libc().sem_unlink(self._semaphore.encode())
+        with suppress(FileNotFoundError):
+            (_SHM / self._segment.lstrip("/")).unlink()
 
 
-def _running(pid: int) -> bool:
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.sem_open.restype = ctypes.c_void_p
+    libc.sem_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_uint]
+    libc.sem_unlink.argtypes = [ctypes.c_char_p]
+    libc.sem_close.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def _shared_names() -> tuple[str, str]:
+    """A new semaphore (value 1, as libfaketime makes it) and shared segment, by name."""
+    token = f"{os.getpid()}_{secrets.token_hex(4)}"
+    semaphore, segment = f"/idem_faketime_sem_{token}", f"/idem_faketime_shm_{token}"
+    libc = _libc()
+    handle = libc.sem_open(semaphore.encode(), os.O_CREAT | os.O_EXCL, 0o600, 1)
+    if not handle or handle == ctypes.c_void_p(-1).value:
+        error = ctypes.get_errno()
+        raise ServiceUnavailable("libfaketime", f"its semaphore {semaphore} could not be made: "
+                                 f"{os.strerror(error)}", "check that /dev/shm is writable")
+    libc.sem_close(handle)
+    descriptor = os.open(_SHM / segment.lstrip("/"), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        os.ftruncate(descriptor, _SEGMENT_BYTES)
+    finally:
+        os.close(descriptor)
+    return semaphore, segment

@@ -21,6 +21,7 @@ import pytest
 from harness._interrupts import Interrupted, interrupt_on_signals
 from harness._outcomes import Progress, RunEvent, RunFinished
 from harness.explore import ExploreConfig, explore
+from harness.explore import _explorer as explorer_module
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
@@ -136,6 +137,34 @@ def test_a_signal_obeyed_once_does_not_stop_the_next_exploration_in_the_process(
         assert once("next", []) == 0
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_signal_that_hypothesis_turned_into_another_error_still_stops_it_honestly(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT landed while Hypothesis read the test's source for its database key; Hypothesis
+    then failed on its half-made state with an AssertionError, and the command printed a
+    traceback and exited 1 (test_the_command_stopped_by_a_signal..., now and then)."""
+    def hypothesis_caught_in_its_bookkeeping(*args: object, **kwargs: object) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except Interrupted:
+            raise AssertionError from None  # what Hypothesis raised instead
+
+    monkeypatch.setattr(explorer_module, "run_state_machine_as_test",
+                        hypothesis_caught_in_its_bookkeeping)
+    previous = signal.getsignal(signal.SIGINT)
+    interrupt_on_signals()
+    try:
+        report = tmp_path / "report"
+        done = explore(ExploreConfig(target=reference_target(store=None, flaw=None),
+                                     max_examples=5, seed=1, report_dir=report,
+                                     toxiproxy=toxiproxy_server), [ReportDirectory(report)])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert done.result.exit_code == 130
+    assert json.loads((report / "results.json").read_text())["stopped_by"] == "SIGINT"
 
 
 def _charges(store: Path) -> int:
