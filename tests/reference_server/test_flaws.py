@@ -137,6 +137,13 @@ def test_check_then_insert(flawed: StartFlawed, store_kind: str) -> None:
     assert len(server.effects(key)) > 1  # P1: several charges for one key
 
 
+def test_insert_after_work(flawed: StartFlawed, store_kind: str) -> None:
+    server = flawed("insert-after-work", store_kind)
+    key, responses = _raced(server, 200)
+    assert len(first_answers(responses)) > 1  # P5: retries in flight ran the work again
+    assert len(server.effects(key)) > 1  # P1
+
+
 def test_stuck_after_crash(flawed: StartFlawed) -> None:
     server, key = flawed("stuck-after-crash"), new_key()
     crash_at(server, key, "crash-after-claim")

@@ -158,13 +158,14 @@ class Service:
         return answer
 
     def perform(self, req: Req, body: Any) -> Resp:
-        """The operation itself (a 10 ms payment provider); records nothing."""
+        """The operation itself (a 50 ms payment provider: copies of a burst on a loaded
+        machine still meet within it); records nothing."""
         stall(req.headers.get("x-test-delay-ms"))
         if req.headers.get("x-test-fault") == "boom":
             raise RuntimeError("injected handler error")
         if not valid_amount(body):
             return error(400, "amount must be a positive integer")
-        time.sleep(0.01)
+        time.sleep(0.05)
         rid = f"{ROUTES[req.path][1]}_{secrets.token_hex(6)}"
         return Resp(201, {"id": rid, "amount": body["amount"]}, {"Location": f"{req.path}/{rid}"})
 
