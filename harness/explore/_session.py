@@ -80,7 +80,7 @@ class Session(StorySession[Action, World]):
 
     def retold(self, steps: Sequence[StepRecord[Action]],
                events: Sequence[Event]) -> RealTimeStory[Action]:
-        return in_real_time(steps, events)
+        return in_real_time(steps, events, lease=self.target.promises.lease)
 
     def measure_latency(self) -> int:
         """Measure an ordinary request's latency (the median of a few, each with a fresh key,

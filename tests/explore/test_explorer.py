@@ -22,7 +22,7 @@ from harness.explore import (
     load_story,
     replay,
 )
-from harness.explore._actions import Action, Clock, NewRequest, Retry, Slow
+from harness.explore._actions import Action, Clock, NewRequest, Retry, Slow, Wait
 from harness.explore._keys import KeyPlan
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
@@ -130,6 +130,21 @@ def test_a_finding_a_jump_showed_is_reported_once_real_time_shows_it_too(
     assert kinds == ["request", "wait", "retry"], kinds
     slow = done.story.steps[0].action
     assert isinstance(slow, Slow) and slow.delay_ms >= 1000 + 8000
+
+
+def test_a_jump_too_long_to_wait_is_told_as_a_wait_just_past_the_lease(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """A takeover drawn with a jump of ten minutes while the original ran: the jump passed the
+    lease on its way, so real time confirms it with a wait just past the lease (explore found
+    no-fencing only with such jumps and reported nothing at four seeds)."""
+    long_jump = hand_written(
+        *TAKEOVER.actions()[:1], Clock(seconds=700, why="a few minutes"),
+        *TAKEOVER.actions()[2:])
+    done = replay(long_jump, ReplayConfig(target=reference("no-fencing", *SHORT_LEASE),
+                                          report_dir=tmp_path, toxiproxy=toxiproxy_server))
+    assert "P1" in done.story.properties and done.result.verdict == "fail"
+    [wait] = [s.action for s in done.story.steps if isinstance(s.action, Wait)]
+    assert 3 < wait.seconds < 10 and "the jump was 700 s" in wait.why
 
 
 def test_a_finding_only_a_jump_shows_is_a_note_on_a_lease_renewed_while_it_runs(
