@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import glob
 import os
 import secrets
 import time
+import weakref
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -106,6 +108,8 @@ class FaketimeClock:
         self.offset = 0.0
         self._write()
         self._semaphore, self._segment = _shared_names()
+        # removed at close, or when the clock is collected or the process exits without it
+        self._remove_names = weakref.finalize(self, _remove, self._semaphore, self._segment)
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """``env`` with libfaketime preloaded (ahead of any ``LD_PRELOAD`` already asked for)."""
@@ -132,12 +136,18 @@ class FaketimeClock:
 
     def close(self) -> None:
         """Remove the semaphore and the segment every process of the target shared."""
-        _libc().sem_unlink(self._semaphore.encode())
-        with suppress(FileNotFoundError):
-            (_SHM / self._segment.lstrip("/")).unlink()
+        self._remove_names()
 
 
+def _remove(semaphore: str, segment: str) -> None:
+    _libc().sem_unlink(semaphore.encode())
+    with suppress(FileNotFoundError):
+        (_SHM / segment.lstrip("/")).unlink()
+
+
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    """The C library, with the signatures of the semaphore calls (loaded once)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     libc.sem_open.restype = ctypes.c_void_p
     libc.sem_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_uint]
