@@ -8,7 +8,7 @@ ledger holds, and why that breaks the property.  Ids and meanings are those of
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -1049,6 +1049,16 @@ def _forged_replay(view: View, fake: Attempt, options: CheckOptions) -> Iterator
                       "client's header", view.evidence([fake], effects.index))
 
 
+def _live_at(attempts: Sequence[Attempt], when: float, horizon: float) -> bool:
+    """May a key's row still be in the table at history time ``when``?  Yes if it was first
+    used within the retention (target time after ``horizon``), or if one of its requests was
+    still running then or ended after ``horizon``: a row in progress is no expired row, though
+    a clock jump made its key old, and retention may run from the request's end."""
+    begun = [a for a in attempts if a.invoke.time <= when]
+    return bool(begun) and (begun[0].start > horizon
+                            or any(a.end is None or a.end > horizon for a in begun))
+
+
 @prop("P11", "bounded storage: expired keys are removed")
 def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
     retention = options.promises.retention
@@ -1058,13 +1068,15 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
     if not view.events:
         return
     start = view.target_time(view.events[0])
-    first_use = {identity: attempts[0].start for identity, attempts in view.by_identity.items()
-                 if identity[1] is not None}
+    keyed = {identity: attempts for identity, attempts in view.by_identity.items()
+             if identity[1] is not None}
     for observation in view.store_sizes:
         now = view.target_time(observation)
         if now < start + retention + grace:
             continue
-        live = sum(1 for t in first_use.values() if t > now - retention - grace)
+        horizon = now - retention - grace
+        live = sum(1 for attempts in keyed.values()
+                   if _live_at(attempts, observation.time, horizon))
         rows = int(observation.value.get("rows", 0))
         if rows > live:
             yield Finding("P11", None,

@@ -363,6 +363,28 @@ def test_p11_fails_when_the_table_keeps_every_key() -> None:
     assert "grows without bound" in only_finding(story, "P11")
 
 
+def test_p11_holds_when_the_row_left_is_a_request_still_running() -> None:
+    """Explore found this on a correct corpus service: a slow request, then a jump past the
+    retention while it ran; its row in progress is no expired row (the finished key is gone)."""
+    story = Story()
+    story.attempt("k1", 201, resource="ch_1")
+    running = story.invoke("k2")
+    story.clock(25 * 3600)
+    story.store_size(1)
+    story.answer(running, 201, resource="ch_2")
+    assert verdict(story, "P11") == "pass"
+
+
+def test_p11_fails_when_a_finished_key_stays_beside_a_running_one() -> None:
+    story = Story()
+    story.attempt("k1", 201, resource="ch_1")
+    running = story.invoke("k2")
+    story.clock(25 * 3600)
+    story.store_size(2)
+    story.answer(running, 201, resource="ch_2")
+    assert "grows without bound" in only_finding(story, "P11")
+
+
 # ---- the registry -----------------------------------------------------------------------
 
 
