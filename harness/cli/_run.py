@@ -199,7 +199,8 @@ def check(run_dir: Path, write_to: Path | None) -> None:
                                         "changes": changes}})
     if write_to is not None:
         write_to.mkdir(parents=True, exist_ok=True)
-        write_report(judged, write_to)
+        for failure in write_report(judged, write_to):
+            click.echo(f"warning: report file not written: {failure}", err=True)
     ConsoleReport(quiet=True).handle(RunFinished(judged))
     _say_what_changed(saved.get("verdict"), judged.verdict, changes)
     sys.exit(judged.exit_code)

@@ -111,10 +111,13 @@ def _what_happened(finding: Finding, events: Sequence[Event]) -> list[str]:
 
 
 def _target_file(target: ConsumerTarget) -> str:
-    """The target as the run used it, as a target file: only what was set (defaults stay
-    defaults), the start directory made absolute (the script's file lives elsewhere)."""
-    data: dict[str, Any] = target.model_dump(mode="json", exclude={"source"},
-                                             exclude_unset=True, by_alias=True)
+    """The target as the run used it, as a target file: only what differs from the defaults
+    (a target read back from a saved run has every field set, the HTTP ones a consumer's file
+    may not name among them; TOML has no null), the start directory made absolute (the
+    script's file lives elsewhere)."""
+    data: dict[str, Any] = {"kind": target.kind, **target.model_dump(
+        mode="json", exclude={"source"}, exclude_defaults=True, exclude_none=True,
+        by_alias=True)}  # the kind says which loader reads the file, default or not
     cwd = target.start.cwd
     if cwd is not None and not Path(cwd).is_absolute() and target.source:
         data["start"]["cwd"] = str(Path(target.source).absolute().parent / cwd)

@@ -15,7 +15,7 @@ from harness._history import History
 from harness.consumer._reproduce import consumer_script
 from harness.consumer._target import ConsumerTarget
 from harness.judging._findings import Finding
-from harness.targets._loader import load_target
+from harness.targets._loader import load_target, parse_target, saved_target
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "targets"
 
@@ -73,3 +73,21 @@ def test_the_script_carries_the_target_as_the_run_used_it() -> None:
     assert data["start"]["cwd"] == str((EXAMPLES / "celery-charges").absolute())
     assert "endpoint" not in data and "key" not in data  # HTTP tables a consumer must not have
     assert "--scenario lost-ack --seed 9" in script
+
+
+def test_a_target_read_back_from_a_saved_run_is_carried_so_that_it_loads_again() -> None:
+    """`check --write-to` rebuilds the scripts from results.json, whose target has every field
+    set (nulls and the HTTP tables' defaults among them): the carried file must load as the
+    same consumer target, or the page and the scripts are not written at all."""
+    original = load_target(EXAMPLES / "celery-charges.toml")
+    assert isinstance(original, ConsumerTarget)
+    saved = saved_target(original.model_dump(mode="json", exclude={"source"}),
+                         source=original.source)
+    script = consumer_script(Finding("P1", None, "two charges"), History().events(), saved,
+                             scenario="lost-ack", seed=9)
+    carried = script.split("<<'IDEM_TARGET'\n", 1)[1].split("\nIDEM_TARGET\n", 1)[0]
+    again = parse_target(tomllib.loads(carried), source=str(EXAMPLES / "x.toml"))
+    assert isinstance(again, ConsumerTarget)
+    assert again.start.cwd == str((EXAMPLES / "celery-charges").absolute())
+    same = {"source": True, "start": {"cwd"}}
+    assert again.model_dump(exclude=same) == original.model_dump(exclude=same)
