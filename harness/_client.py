@@ -249,7 +249,8 @@ class RecordingClient:
             timeout=timeout if timeout is not None else self.target.client.timeout,
         )
         try:
-            connection.putrequest(method, parts.path or "/", skip_accept_encoding=True)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            connection.putrequest(method, target, skip_accept_encoding=True)
             for name, value in headers.items():
                 connection.putheader(name, value.encode("utf-8", "surrogateescape"))
             connection.putheader("Content-Length", str(len(raw)))
