@@ -149,6 +149,10 @@ class KeyPlan(BaseModel):
         return f"{self.name}: an existing key"
 
 
+#: What separates a key's unique base from the tail or fill a plan adds to it.
+TAIL = "-"
+
+
 class KeyMaker:
     """Makes the concrete keys of one example: a unique prefix (starting with a letter, so a
     key always has another letter case) and the target's key syntax, length and pattern.
@@ -200,12 +204,14 @@ class KeyMaker:
         return (key + fill * self.longest)[: self.longest]
 
     def _wellformed(self, plan: KeyPlan) -> str:
+        # A tail or a fill follows a dash: "k1" with the tail "0" must not be "k10", another
+        # plan's key (no base is then the start of another's key).
         if plan.shape == "plain":
             base = self._base(plan)
-            tailed = (base + plan.text)[: self.longest]
+            tailed = (f"{base}{TAIL}{plan.text}" if plan.text else base)[: self.longest]
             return tailed if self.spec.accepts(tailed) else base
         if plan.shape == "longest":
-            return self._fill(self._base(plan), plan.text)
+            return self._fill(self._base(plan) + TAIL, plan.text)
         assert plan.of is not None
         earlier = self.keys[plan.of]
         if plan.shape == "case-twin":

@@ -173,7 +173,7 @@ def test_odd_keys_are_ordinary_operations_labelled_for_the_checker() -> None:
 
 def test_without_a_length_limit_keys_are_not_empty_and_a_longest_key_is_long() -> None:
     maker = KeyMaker(KeySpec(max_length=0))
-    assert maker.make(KeyPlan(name="k1", shape="plain", text="ab"))[0].endswith("-k1ab")
+    assert maker.make(KeyPlan(name="k1", shape="plain", text="ab"))[0].endswith("-k1-ab")
     assert len(maker.make(KeyPlan(name="k2", shape="longest", text="z"))[0]) == 255
 
 

@@ -72,3 +72,15 @@ def test_a_plan_missing_what_its_shape_needs_is_refused() -> None:
         KeyPlan(name="k2", shape="case-twin")
     with pytest.raises(ValueError, match="needs `kind`"):
         KeyPlan(name="k2", shape="hostile")
+
+
+def test_a_tail_or_a_fill_never_makes_another_plans_key() -> None:
+    """Explore once sent k1 with the tail "0" as k10's key, so a fresh k10 hit k1's stored
+    answer (a false P10 on the correct reference server, seed 888224414)."""
+    maker = KeyMaker(SF)
+    keys = [made(maker, name="k1", shape="plain", text="0"),
+            made(maker, name="k2", shape="longest", text="0"),
+            made(maker, name="k10", shape="plain"),
+            made(maker, name="k20", shape="longest", text="0"),
+            made(maker, name="k100", shape="plain", text="")]
+    assert len(set(keys)) == len(keys)
