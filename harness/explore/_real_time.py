@@ -17,7 +17,7 @@ reported if it breaks the property again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Generic
 
@@ -25,8 +25,11 @@ from harness._history import Event
 from harness.explore._actions import Action, Clock, Slow, Wait
 from harness.explore._steps import A, StepRecord
 from harness.explore._strategies import PAST_THE_LEASE
+from harness.judging._analysis import describe_identity
+from harness.judging._findings import Finding
 
-__all__ = ["MAX_CONFIRMATIONS", "REAL_TIME_LIMIT", "RealTimeStory", "in_real_time"]
+__all__ = ["MAX_CONFIRMATIONS", "REAL_TIME_LIMIT", "RealTimeStory", "in_real_time",
+           "keys_of"]
 
 #: The longest jump waited out in real time (a lease or a window of up to about a minute and
 #: a half, with the harness's margin past it).
@@ -47,6 +50,14 @@ class RealTimeStory(Generic[A]):
     why: str = ""
 
 
+def keys_of(findings: Sequence[Finding]) -> frozenset[str] | None:
+    """The keys whose requests a real-time telling of ``findings`` must wait through; None
+    (every request's) when one of them names no key."""
+    if any(f.key is None for f in findings):
+        return None
+    return frozenset(f.key for f in findings if f.key is not None)
+
+
 def _flights(events: Sequence[Event]) -> list[tuple[Event, float]]:
     """Each request's invocation with the history time its answer came (infinity: none)."""
     ended = {e.op: e.time for e in events if e.f == "request" and e.type != "invoke"}
@@ -55,14 +66,17 @@ def _flights(events: Sequence[Event]) -> list[tuple[Event, float]]:
 
 
 def in_real_time(steps: Sequence[StepRecord[Action]], events: Sequence[Event], *,
-                 lease: float | None = None) -> RealTimeStory[Action]:
+                 lease: float | None = None,
+                 keys: Collection[str] | None = None) -> RealTimeStory[Action]:
     """The story of ``steps`` (as recorded in ``events``) with every jump made while a request
-    ran turned into a wait (one too long to wait, into a wait just past the target's ``lease``
-    where that is short enough), and the slowed requests running through it slowed as much
-    more."""
+    of ``keys`` ran (any request, without ``keys``) turned into a wait (one too long to wait,
+    into a wait just past the target's ``lease`` where that is short enough), and the slowed
+    requests running through it slowed as much more.  A jump made while only other keys'
+    requests ran stays a jump: no timer of the finding's key was running then."""
     drawn = [s for s in steps if not s.settle and s.action is not None]
     actions: dict[int, Action] = {s.number: s.action for s in drawn if s.action is not None}
-    flights = _flights(events)
+    flights = [(invoke, end) for invoke, end in _flights(events)
+               if keys is None or describe_identity((invoke.tenant, invoke.key)) in keys]
     waits = 0.0
     for step in drawn:
         if not isinstance(step.action, Clock):

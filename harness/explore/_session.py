@@ -19,12 +19,13 @@ from harness._history import Event
 from harness._target import Target
 from harness.explore._actions import Action
 from harness.explore._minimise import FEWEST_STEPS
-from harness.explore._real_time import RealTimeStory, in_real_time
+from harness.explore._real_time import RealTimeStory, in_real_time, keys_of
 from harness.explore._steps import StepRecord
 from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
 from harness.explore._validity import problems_with
 from harness.explore._world import World
 from harness.judging._checker import PROPERTIES
+from harness.judging._findings import Finding
 from harness.services._paths import state_dir
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
@@ -78,9 +79,10 @@ class Session(StorySession[Action, World]):
     def problems_with(self, actions: Sequence[Action]) -> list[str]:
         return problems_with(actions, self.target)
 
-    def retold(self, steps: Sequence[StepRecord[Action]],
-               events: Sequence[Event]) -> RealTimeStory[Action]:
-        return in_real_time(steps, events, lease=self.target.promises.lease)
+    def retold(self, steps: Sequence[StepRecord[Action]], events: Sequence[Event],
+               doubted: Sequence[Finding]) -> RealTimeStory[Action]:
+        return in_real_time(steps, events, lease=self.target.promises.lease,
+                            keys=keys_of(doubted))
 
     def measure_latency(self) -> int:
         """Measure an ordinary request's latency (the median of a few, each with a fresh key,

@@ -164,9 +164,10 @@ class StorySession(ABC, Generic[A, W]):
         """Everything that keeps ``actions`` from running, in this order, on this target."""
 
     def retold(self, steps: Sequence[StepRecord[A]],
-               events: Sequence[Event]) -> RealTimeStory[A]:
-        """The story with real time in place of the jumps its findings need (None actions:
-        it cannot be told so, ``why`` says why)."""
+               events: Sequence[Event],
+               doubted: Sequence[Finding]) -> RealTimeStory[A]:
+        """The story with real time in place of the jumps the ``doubted`` findings need (None
+        actions: it cannot be told so, ``why`` says why)."""
         return RealTimeStory(None, why="this front end cannot tell a story in real time")
 
     # ---- examples ----------------------------------------------------------------------------
@@ -292,7 +293,7 @@ class StorySession(ABC, Generic[A, W]):
         cannot be told in real time, each doubted finding is reported as seen only with a
         moved clock."""
         doubted = {f.property for f in world.doubted}
-        story = self.retold(world.steps, world.history.events())
+        story = self.retold(world.steps, world.history.events(), world.doubted)
         why = story.why
         tried = doubted <= self._not_confirmed  # each was told in real time before, in vain
         if (story.actions is not None and self.confirm and not tried
@@ -348,7 +349,7 @@ class StorySession(ABC, Generic[A, W]):
             return best
         if self.confirmed is not None and best.operations >= self.confirmed.operations:
             return self.confirmed  # the story already told in real time is as short
-        story = self.retold(best.steps, best.events)
+        story = self.retold(best.steps, best.events, best.failing_findings)
         if story.actions is not None:
             told = self._play(self._world(), story.actions).failure
             if told is not None and best.broken in {f.property for f in told.failing_findings}:

@@ -132,6 +132,22 @@ def test_a_finding_a_jump_showed_is_reported_once_real_time_shows_it_too(
     assert isinstance(slow, Slow) and slow.delay_ms >= 1000 + 8000
 
 
+def test_only_a_jump_made_while_the_findings_key_ran_is_waited_out(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """A jump made while only another key's request ran needs no real time: the finding's key
+    had no timer running then.  Waiting it out made confirmations last minutes (four waits of
+    35 s for one finding of insert-after-work)."""
+    other = Slow(id="o9", tenant="b", key=KeyPlan(name="k9", shape="plain"), delay_ms=1000,
+                 body=BODY)
+    story = hand_written(other, Clock(seconds=2, why="a little"), *TAKEOVER.actions())
+    done = replay(story, ReplayConfig(target=reference("no-fencing", *SHORT_LEASE),
+                                      report_dir=tmp_path, toxiproxy=toxiproxy_server))
+    assert "P1" in done.story.properties and done.result.verdict == "fail"
+    kinds = [s.kind for s in done.story.steps if not s.settle]
+    assert kinds == ["request", "clock", "request", "wait", "retry"], kinds
+    assert done.story.steps[0].action == other  # not slowed any longer: no wait ran through it
+
+
 def test_a_jump_too_long_to_wait_is_told_as_a_wait_just_past_the_lease(
         toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     """A takeover drawn with a jump of ten minutes while the original ran: the jump passed the
