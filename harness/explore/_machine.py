@@ -36,11 +36,11 @@ MAX_BURST = 8
 WEIGHTS = {"request": 4, "send_again": 4, "time_passes": 3, "slow_request": 2,
            "retry_while_running": 2, "overlap": 2, "burst": 1, "burst_again": 1, "keyless": 1,
            "toggle_fault": 1, "crash": 1, "bad_body": 1, "handler_error": 1, "after_write": 1,
-           "outlive_lease": 1}
+           "outlive_lease": 1, "take_over": 1}
 
 #: The capability each operation needs from the target, if any.
 NEEDS = {"time_passes": "clock", "crash": "crash", "slow_request": "slow",
-         "retry_while_running": "slow", "outlive_lease": "slow",
+         "retry_while_running": "slow", "outlive_lease": "slow", "take_over": "slow",
          "handler_error": "handler-error"}
 
 
@@ -125,6 +125,11 @@ class _Machine(RuleBasedStateMachine):
         once it has answered, must be answered with the stored response."""
         self._do(self.plan.outlive(tenant, body))
 
+    def take_over(self, tenant: str, body: Any) -> None:
+        """A slowed request outlives its lease and its retry, sent while it still runs, may
+        take the key over: the original must then not commit a second charge."""
+        self._do(self.plan.take_over(tenant, body))
+
     def crash(self, tenant: str, point: str, body: Any) -> None:
         self._do(self.plan.crash(tenant, point, body))
 
@@ -173,9 +178,9 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
     }
     if target.promises.lease is not None and can_retry_late(target):
         # on the clock, its hook needs the database; else the request is slowed past the lease
-        operations["outlive_lease"] = _Operation(
-            {"tenant": draw.tenants, "body": draw.ordinary_bodies},
-            lambda m: m.plan.database_up())
+        for name in ("outlive_lease", "take_over"):
+            operations[name] = _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies},
+                                          lambda m: m.plan.database_up())
     writes = draw.writes_per_charge
     if writes > 0:  # the store proxy saw an ordinary charge commit this many writes
         faults: list[str] = ["cut", "kill"] if "restart" in target.capabilities() else ["cut"]
