@@ -279,6 +279,10 @@ class _Pair:
         # after, still to read; None when nothing is held.
         self.held: list[bytes] | None = None
         self.unread: list[bytes] = []
+        #: The server bytes the tracker keeps (a message's tail, a held answer's start), and how
+        #: many of them were sent on ahead while no watch looked: left out when it hands them back.
+        self.kept = 0
+        self.sent_ahead = 0
         self.store_gone = False
         self.closed = False
 
@@ -318,8 +322,16 @@ class _Pair:
         if self.held is not None:
             self.unread.append(data)  # a hold keeps the order: everything after waits too
             return
-        segments = self.tracker.from_server(data)
-        self._check_readable()
+        if not self.proxy._watches and self.kept == self.sent_ahead:
+            # Nothing to decide and nothing kept back: the bytes go on as they came, and are
+            # read after (for the connection's state, and the time of its writes).
+            self.client.write(data)
+            segments = self._read_server(data)
+            self.sent_ahead = self.kept
+            if any(segment.committed is not None for segment in segments):
+                self.proxy.last_write = time.monotonic()
+            return
+        segments = self._not_sent(self._read_server(data))
         for position, segment in enumerate(segments):
             if segment.committed is None:
                 self.client.write(segment.data)
@@ -344,6 +356,26 @@ class _Pair:
             self.cut()
             self.proxy._released(watch, write)
             return
+
+    def _read_server(self, data: bytes) -> list[Segment]:
+        segments = self.tracker.from_server(data)
+        self.kept += len(data) - sum(len(segment.data) for segment in segments)
+        self._check_readable()
+        return segments
+
+    def _not_sent(self, segments: list[Segment]) -> list[Segment]:
+        """``segments`` less the bytes at their head that were sent ahead; an acknowledgement
+        whose start went ahead still strikes on the rest (its watch began in the middle)."""
+        kept = []
+        for segment in segments:
+            if self.sent_ahead >= len(segment.data) > 0:
+                self.sent_ahead -= len(segment.data)
+                segment = Segment(b"", segment.committed)
+            elif self.sent_ahead:
+                segment = Segment(segment.data[self.sent_ahead:], segment.committed)
+                self.sent_ahead = 0
+            kept.append(segment)
+        return kept
 
     def _release(self, watch: Watch, write: WriteSeen) -> None:
         held, unread = self.held or [], self.unread
