@@ -19,6 +19,11 @@ the key).  An
 ``SSLRequest`` or ``GSSENCRequest`` is answered ``N`` by the proxy itself, so the link stays
 in plain text.  What it cannot see: writes inside functions a ``SELECT`` calls, and a savepoint
 rolled back after its writes (the commit still counts as one write).
+
+Every store round trip of a ``--postgres`` run goes through this reader, so its hot path reads
+only what decides a write (the type byte and length of each message, the few messages above) at
+their offsets in the chunk that came, and builds the bytes a key is looked for in only when a
+watch asks (``Committed.blob``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import re
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["Committed", "PgConnection", "Segment", "classify"]
 
@@ -44,7 +50,7 @@ _COMPLETE, _EMPTY, _SUSPENDED, _ERROR, _READY = b"CIsEZ"
 _COMPLETIONS = frozenset((_COMPLETE, _EMPTY, _SUSPENDED))
 _READ_FROM_SERVER = frozenset((*_COMPLETIONS, _ERROR, _READY))
 #: Tags whose first word says the statement changed rows.
-_WRITE_TAGS = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE"})
+_WRITE_TAGS = frozenset({b"INSERT", b"UPDATE", b"DELETE", b"MERGE"})
 _NOISE = re.compile(
     r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(\$[A-Za-z_]*\$).*?\1", re.S)
 _VERBS = re.compile(r"\b(?:(FOR\s+(?:NO\s+KEY\s+)?UPDATE)|(DO\s+UPDATE)|"
@@ -54,13 +60,24 @@ _NOT_DML = frozenset({"CREATE", "ALTER", "DROP", "GRANT", "REVOKE", "COMMENT", "
                       "ANALYZE", "LOCK", "DECLARE", "FETCH", "CLOSE", "DISCARD", "RESET"})
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One statement as the client sent it: what it writes, and the bytes a key may be in."""
+class Statement(NamedTuple):
+    """One statement as the client sent it: what it writes, and the bytes a key may be in (its
+    text, then its bound parameters), joined only when a watch looks (``Committed.blob``)."""
 
     kinds: tuple[str, ...]
     ends: str | None  # "commit" or "rollback" for a statement that ends a transaction
-    blob: bytes
+    parts: tuple[bytes, ...]
+
+
+class _Prepared(NamedTuple):
+    """A parsed statement, classified once however often it runs."""
+
+    kinds: tuple[str, ...]
+    ends: str | None
+    text: bytes
+
+
+_UNNAMED = _Prepared((), None, b"")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -100,13 +117,18 @@ def split_statements(sql: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Committed:
-    """A transaction the store acknowledged as committed, with the statements that wrote."""
+    """A transaction the store acknowledged as committed, with the statements that wrote: the
+    bytes a key may be in, joined by NULs the first time a watch asks."""
 
     kinds: tuple[str, ...]
     how: str  # "COMMIT" (explicit) or "autocommit"
-    blob: bytes
+    parts: tuple[bytes, ...]
+
+    @functools.cached_property
+    def blob(self) -> bytes:
+        return b"\0".join(self.parts)
 
     def mentions(self, text: str) -> bool:
         return bool(text) and text.encode() in self.blob
@@ -139,17 +161,23 @@ class PgConnection:
 
     def __init__(self) -> None:
         self._startup = True
-        self._client = bytearray()
+        self._client = bytearray()  # before the startup packet ends; then whole messages' tails
         self._server = b""
-        self._prepared: dict[bytes, str] = {}
-        self._portals: dict[bytes, tuple[str, bytes]] = {}
+        self._prepared: dict[bytes, _Prepared] = {}
+        self._portals: dict[bytes, tuple[_Prepared, bytes]] = {}
         self._open = _Batch()
         self._pending: deque[_Batch] = deque()
         self._uncommitted: list[Statement] = []
         self._in_transaction = False
-        self._held = bytearray()
+        self._held = bytearray()  # a held answer's bytes from the chunks before this one
         #: Why this connection's bytes could not be read as protocol v3 (then they pass as-is).
         self.unreadable: str | None = None
+
+    @property
+    def relays_client_bytes(self) -> bool:
+        """Do the client's bytes now pass exactly as they came (past the startup packet)?
+        Then the proxy may send them on before reading them."""
+        return not self._startup or self.unreadable is not None
 
     # ---- the client's side --------------------------------------------------------------
 
@@ -163,8 +191,9 @@ class PgConnection:
             return self._startup_packets(data)
         buffer = bytes(self._client) + data if self._client else data
         position, end = 0, len(buffer)
+        unpack, read = _LENGTH.unpack_from, _READ_FROM_CLIENT
         while end - position >= 5:
-            (length,) = _LENGTH.unpack_from(buffer, position + 1)
+            (length,) = unpack(buffer, position + 1)
             if length < 4:
                 self.unreadable = f"a message {buffer[position:position + 1]!r} of length {length}"
                 break
@@ -172,10 +201,13 @@ class PgConnection:
             if stop > end:
                 break
             kind = buffer[position]
-            if kind in _READ_FROM_CLIENT:
-                self._client_message(kind, buffer[position + 5:stop])
+            if kind in read:
+                self._client_message(kind, buffer, position + 5, stop)
             position = stop
-        self._client = bytearray(buffer[position:] if self.unreadable is None else b"")
+        if position < end and self.unreadable is None:
+            self._client = bytearray(buffer[position:])
+        elif self._client:
+            self._client = bytearray()
         return data, b""
 
     def _startup_packets(self, data: bytes) -> tuple[bytes, bytes]:
@@ -209,97 +241,119 @@ class PgConnection:
         self.unreadable = why
         return bytes(forward + self._client), b""
 
-    def _client_message(self, kind: int, body: bytes) -> None:
-        if kind == _QUERY:
-            sql = _cstring(body)
-            batch = _Batch([_statement(s, s.encode()) for s in split_statements(sql)] or
-                           [_statement("", b"")])
-            batch.held = batch.may_commit() or self._in_transaction
-            self._pending.append(batch)
-        elif kind == _PARSE:
-            name, rest = body.split(b"\0", 1)
-            self._prepared[name] = _cstring(rest)
+    def _client_message(self, kind: int, buffer: bytes, start: int, stop: int) -> None:
+        """The message whose body is ``buffer[start:stop]``, read in place."""
+        if kind == _EXECUTE:
+            portal = buffer[start:_nul(buffer, start, stop)]
+            prepared, bound = self._portals.get(portal, (_UNNAMED, b""))
+            self._open.statements.append(
+                Statement(prepared.kinds, prepared.ends, (prepared.text, bound)))
         elif kind == _BIND:
-            portal, rest = body.split(b"\0", 1)
-            statement = rest.split(b"\0", 1)[0]
-            self._portals[portal] = (self._prepared.get(statement, ""), body)
-        elif kind == _EXECUTE:
-            sql, bound = self._portals.get(body.split(b"\0", 1)[0], ("", b""))
-            self._open.statements.append(_statement(sql, sql.encode() + b"\0" + bound))
+            name_start = _nul(buffer, start, stop) + 1
+            name = buffer[name_start:_nul(buffer, name_start, stop)]
+            self._portals[buffer[start:name_start - 1]] = (
+                self._prepared.get(name, _UNNAMED), buffer[start:stop])
         elif kind == _SYNC:
             self._open.held = self._open.may_commit() or self._in_transaction
             self._pending.append(self._open)
             self._open = _Batch()
+        elif kind == _PARSE:
+            text_start = _nul(buffer, start, stop) + 1
+            text = buffer[text_start:_nul(buffer, text_start, stop)]
+            self._prepared[buffer[start:text_start - 1]] = _Prepared(
+                *classify(text.decode("utf-8", "replace")), text)
+        elif kind == _QUERY:
+            sql = _cstring(buffer[start:stop])
+            batch = _Batch([_statement(s) for s in split_statements(sql)] or [_statement("")])
+            batch.held = batch.may_commit() or self._in_transaction
+            self._pending.append(batch)
 
     # ---- the server's side --------------------------------------------------------------
 
     def from_server(self, data: bytes) -> list[Segment]:
         """The server's bytes cut where a write's acknowledgement ends, in order: whole
-        messages only (a message's tail still to come waits for it)."""
+        messages only (a message's tail still to come waits for it).
+
+        A batch's answer is held (``_Batch.held``) from its first message to its
+        ``ReadyForQuery``; the bytes before it pass in one segment, and a held answer is one
+        segment too, however many chunks it came in."""
         if self.unreadable is not None:
             return [Segment(data)]
         buffer = self._server + data if self._server else data
         segments: list[Segment] = []
-        position, start, end = 0, 0, len(buffer)  # start: the first byte not yet handed on
+        # start: the first byte not yet handed on (nor kept in _held); the bytes from start on
+        # belong to ``batch``'s answer when it is held.
+        position, start, end = 0, 0, len(buffer)
+        unpack, read = _LENGTH.unpack_from, _READ_FROM_SERVER
+        batch = self._pending[0] if self._pending else self._open
         while end - position >= 5:
-            (length,) = _LENGTH.unpack_from(buffer, position + 1)
-            stop = position + 1 + length
+            (length,) = unpack(buffer, position + 1)
             if length < 4:
                 self.unreadable = f"a server message of length {length}"
                 segments.append(Segment(bytes(self._held) + buffer[start:]))
                 self._held.clear()
                 self._server = b""
                 return segments
+            stop = position + 1 + length
             if stop > end:
                 break
             kind = buffer[position]
-            batch = self._pending[0] if self._pending else self._open
-            if batch.held:
-                if start < position:
-                    segments.append(Segment(buffer[start:position]))
-                self._held += buffer[position:stop]
-                start = stop
-            if kind in _READ_FROM_SERVER:
-                self._server_message(kind, buffer[position + 5:stop], batch)
+            if kind in read:
+                self._server_message(kind, buffer, position + 5, stop, batch)
             position = stop
             if kind != _READY:
                 continue
             if batch.held:  # the batch's whole answer, up to its ReadyForQuery
-                segments.append(Segment(bytes(self._held), batch.committed))
-                self._held.clear()
+                answer = buffer[start:stop]
+                if self._held:
+                    answer = bytes(self._held) + answer
+                    self._held.clear()
+                segments.append(Segment(answer, batch.committed))
+                start = stop
             elif batch.committed is not None:  # a write its text did not show: seen late
                 segments.append(Segment(buffer[start:stop], batch.committed))
                 start = stop
+            batch = self._pending[0] if self._pending else self._open
+            if batch.held and start < stop:  # what passes before the held answer begins
+                segments.append(Segment(buffer[start:stop]))
+                start = stop
         if start < position:
-            segments.append(Segment(buffer[start:position]))
-        self._server = buffer[position:]
+            if batch.held:
+                self._held += buffer[start:position]
+            else:
+                segments.append(Segment(buffer[start:position]))
+        self._server = buffer[position:] if position < end else b""
         return segments
 
-    def _server_message(self, kind: int, body: bytes, batch: _Batch) -> None:
+    def _server_message(self, kind: int, buffer: bytes, start: int, stop: int,
+                        batch: _Batch) -> None:
+        """The message whose body is ``buffer[start:stop]``, read in place."""
         if kind in _COMPLETIONS:
             statement = (batch.statements[batch.answered]
                          if batch.answered < len(batch.statements) else None)
             batch.answered += 1
-            tag = _cstring(body).split(None, 1)[0].upper() if kind == _COMPLETE and body else ""
+            words = buffer[start:_nul(buffer, start, stop)].split() if kind == _COMPLETE else []
+            tag = words[0].upper() if words else b""
             kinds = statement.kinds if statement else ()
-            if not kinds and tag in _WRITE_TAGS:
-                kinds = (tag,)
-            if tag in _WRITE_TAGS and _cstring(body).rsplit(None, 1)[-1] == "0":
-                kinds = ()  # INSERT 0 0, UPDATE 0: it changed no row
+            if tag in _WRITE_TAGS:
+                if words[-1] == b"0":
+                    kinds = ()  # INSERT 0 0, UPDATE 0: it changed no row
+                elif not kinds:
+                    kinds = (tag.decode(),)
             if kinds:
-                self._uncommitted.append(Statement(kinds, None, statement.blob if statement
-                                                   else b""))
-            if tag == "COMMIT":
+                self._uncommitted.append(Statement(kinds, None, statement.parts if statement
+                                                   else (b"",)))
+            if tag == b"COMMIT":
                 batch.committed = self._commit("COMMIT")
-            if tag == "ROLLBACK" and (statement is None or statement.ends == "rollback"
-                                      or statement.ends == "commit"):
+            if tag == b"ROLLBACK" and (statement is None or statement.ends == "rollback"
+                                       or statement.ends == "commit"):
                 self._uncommitted.clear()
         elif kind == _ERROR:
             batch.failed = True
         elif kind == _READY:
             if self._pending and batch is self._pending[0]:
                 self._pending.popleft()
-            status = body[:1]
+            status = buffer[start:start + 1]
             self._in_transaction = status in (b"T", b"E")
             if status == b"I":
                 if batch.failed:
@@ -310,17 +364,25 @@ class PgConnection:
     def _commit(self, how: str) -> Committed | None:
         if not self._uncommitted:
             return None
-        kinds: list[str] = []
-        for statement in self._uncommitted:
-            kinds += [k for k in statement.kinds if k not in kinds]
-        blob = b"\0".join(s.blob for s in self._uncommitted)
+        if len(self._uncommitted) == 1:  # the common case: one statement, one transaction
+            (statement,) = self._uncommitted
+            kinds, parts = statement.kinds, statement.parts
+        else:
+            kinds = tuple(dict.fromkeys(k for s in self._uncommitted for k in s.kinds))
+            parts = tuple(part for s in self._uncommitted for part in s.parts)
         self._uncommitted = []
-        return Committed(tuple(kinds), how, blob)
+        return Committed(kinds, how, parts)
 
 
-def _statement(sql: str, blob: bytes) -> Statement:
+def _statement(sql: str) -> Statement:
     kinds, ends = classify(sql)
-    return Statement(kinds, ends, blob)
+    return Statement(kinds, ends, (sql.encode(),))
+
+
+def _nul(buffer: bytes, start: int, stop: int) -> int:
+    """Where the C string at ``start`` ends (``stop`` when the message ends first)."""
+    end = buffer.find(b"\0", start, stop)
+    return stop if end < 0 else end
 
 
 def _cstring(data: bytes) -> str:

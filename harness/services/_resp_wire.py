@@ -127,6 +127,9 @@ class RespConnection:
         self.unreadable: str | None = None
         self.unfollowed: str | None = None
 
+    #: RESP asks nothing of the proxy: the client's bytes always pass as they came.
+    relays_client_bytes = True
+
     def from_client(self, data: bytes) -> tuple[bytes, bytes]:
         """``(bytes to forward to the server, bytes to answer the client with)``: RESP asks
         nothing of the proxy, so the answer is always empty."""
@@ -219,8 +222,8 @@ class RespConnection:
             return None
         how = "EXEC" if command.queued is not None else (
             "script" if command.name in SCRIPTS else "command")
-        blob = b"\0".join(c.blob for c in command.queued) if command.queued else command.blob
-        return Committed(tuple(dict.fromkeys(writes)), how, blob)
+        parts = tuple(c.blob for c in command.queued) if command.queued else (command.blob,)
+        return Committed(tuple(dict.fromkeys(writes)), how, parts)
 
 
 def _changed_nothing(name: str, buffer: bytearray, start: int, kind: int) -> bool:

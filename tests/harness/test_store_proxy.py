@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,9 +19,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from harness.services._commit_proxy import AfterWrite, CommitProxy, Watch, WriteSeen
+from harness.services._commit_proxy import AfterWrite, CommitProxy, Watch, WriteSeen, _Pair
 from harness.services._network import free_port
-from harness.services._pg_wire import classify, split_statements
+from harness.services._pg_wire import PgConnection, classify, split_statements
 from harness.services._postgres import PostgresServer
 from harness.services._resp_wire import RespConnection, value_end
 from tests.missing import missing
@@ -301,3 +302,73 @@ def test_a_late_write_of_an_earlier_request_is_not_the_one_watched_now(
         client.set("nobody", 1)    # no key at all: the window's
         redis_proxy.settle(now)
     assert [(w.kinds, w.matched) for w in now.writes] == [(("SET",), "window")]
+
+
+def _message(kind: bytes, *fields: bytes) -> bytes:
+    body = b"".join(fields)
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def _pg_exchange() -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """A startup, its answer, an extended-protocol INSERT carrying ``key7``, its
+    acknowledgement, and a notification after it."""
+    startup = struct.pack("!ii", 16, 196608) + b"user\0u\0\0"
+    started = _message(b"R", b"\0\0\0\0") + _message(b"S", b"a\0b\0") + _message(b"Z", b"I")
+    batch = (_message(b"P", b"s1\0", b"INSERT INTO t VALUES ($1)\0", b"\0\0")
+             + _message(b"B", b"\0s1\0", b"\0\0\0\1\0\0\0\4", b"key7", b"\0\0")
+             + _message(b"E", b"\0", b"\0\0\0\0") + _message(b"S"))
+    ack = (_message(b"1") + _message(b"2") + _message(b"N", b"Snotice\0\0")
+           + _message(b"C", b"INSERT 0 1\0") + _message(b"Z", b"I"))
+    after = _message(b"A", b"\0\0\0\1", b"channel\0\0")  # a notification: no answer
+    return startup, started, batch, ack, after
+
+
+def test_a_write_s_acknowledgement_is_one_segment_however_the_bytes_are_cut() -> None:
+    """The reader keeps a message's tail and a held answer across chunks: cut anywhere, the
+    server's bytes come out whole and in order, and the write's acknowledgement is one
+    segment, found with the key its parameters carried."""
+    startup, started, batch, ack, after = _pg_exchange()
+    answer = ack + after
+    cuts = [[answer[:i], answer[i:]] for i in range(len(answer) + 1)]
+    cuts.append([answer[i:i + 1] for i in range(len(answer))])
+    for chunks in cuts:
+        connection = PgConnection()
+        connection.from_client(startup)
+        connection.from_server(started)
+        connection.from_client(batch)
+        segments = [segment for chunk in chunks for segment in connection.from_server(chunk)]
+        assert b"".join(s.data for s in segments) == answer
+        committed = [s.committed for s in segments if s.committed is not None]
+        assert [s.data for s in segments if s.committed is not None] == [ack], chunks
+        assert [c.kinds for c in committed] == [("INSERT",)] and committed[0].mentions("key7")
+
+
+@dataclass
+class _Recorded:
+    """Where a connection's bytes went: a transport's ``write``, nothing else."""
+
+    sent: bytearray = field(default_factory=bytearray)
+
+    def write(self, data: bytes) -> None:
+        self.sent += data
+
+
+def test_bytes_sent_ahead_while_no_watch_looked_are_neither_repeated_nor_reordered() -> None:
+    """Unwatched, the store's bytes go to the target before they are read; a watch that
+    begins or ends in the middle of a message or of an answer leaves the target's stream whole."""
+    startup, started, batch, ack, after = _pg_exchange()
+    answer = started + ack + after
+    for watched_first in (True, False):
+        proxy = CommitProxy("127.0.0.1:1", "postgresql")
+        target, store = _Recorded(), _Recorded()
+        pair = _Pair(proxy, target, PgConnection(), 1)  # type: ignore[arg-type]
+        pair.store = store  # type: ignore[assignment]
+        pair.from_client(startup)
+        for index in range(len(answer)):
+            watching = (index % 2 == 0) == watched_first
+            proxy._watches[:] = [Watch("elsewhere", None, None, Heard())] if watching else []
+            pair.from_store(answer[index:index + 1])
+            if index == len(started) - 1:
+                pair.from_client(batch)
+        assert bytes(target.sent) == answer
+        assert bytes(store.sent) == startup + batch
