@@ -33,7 +33,7 @@ from harness.consumer._messages import ENCODINGS, Hook, compose
 from harness.consumer._nemesis import ConsumerNemesis
 from harness.consumer._settling import unsettled
 
-__all__ = ["PRODUCER", "QUIET", "SETTLE", "ConsumerContext"]
+__all__ = ["PRODUCER", "QUIET", "SETTLE", "ConsumerContext", "until_still"]
 
 PRODUCER = "producer"
 #: Seconds a scenario waits for the consumer to do what any consumer does in milliseconds.
@@ -42,8 +42,33 @@ POLL = 0.03
 #: Seconds a consumer without an events feed must stay settled before the queue counts as
 #: drained (it cannot say what it is still working on); three job latencies when longer.
 QUIET = 1.0
+#: How many times ``SETTLE`` a drain may wait in all while the work still moves (a message
+#: dead-lettered, an effect counted): a loaded machine runs a retry policy's attempts slowly,
+#: and a drain cut short by the clock is no evidence that a message loops.
+DRAIN_PATIENCE = 4
 #: Publishes the latency measurement takes (their median is the job's latency).
 LATENCY_SAMPLES = 3
+
+def until_still(until: Callable[[Callable[[], bool], float], bool], done: Callable[[], bool],
+                moved: Callable[[], object], timeout: float) -> bool:
+    """``until(done, ...)``, with ``timeout`` counted from the last time the work moved
+    (``moved()`` changed, looked at once a second), up to ``DRAIN_PATIENCE`` times it in all:
+    work that still moves is not stuck, however slowly the machine runs it."""
+    give_up = time.monotonic() + DRAIN_PATIENCE * timeout
+    last, seen = moved(), time.monotonic()
+    while True:
+        window = min(seen + timeout, give_up) - time.monotonic()
+        if until(done, min(max(window, 0.0), 1.0)):
+            return True
+        now = time.monotonic()
+        if now >= give_up:
+            return False
+        current = moved()
+        if current != last:
+            last, seen = current, now
+        elif now >= seen + timeout:
+            return False
+
 
 class ConsumerContext:
     def __init__(self, *, scenario_name: str, deployment: ConsumerDeployment, history: History,
@@ -377,7 +402,12 @@ class ConsumerContext:
                 return False
             return not (dlq and rejected and amqp.queue_state(dlq).ready < len(rejected))
 
-        drained = self.until(settled, timeout + max(0.0, self._busy_until - time.monotonic()))
+        def moved() -> tuple[int, int]:
+            done = sum(self.effects_of(k) or 0 for k in effectful)
+            return (amqp.queue_state(dlq).ready if dlq else 0), done
+
+        drained = until_still(self.until, settled, moved,
+                              timeout + max(0.0, self._busy_until - time.monotonic()))
         if drained and self.feed is None:
             drained = self._quiet(settled, timeout)
         waited = time.monotonic() - started
