@@ -46,6 +46,7 @@ from harness._runner import RunConfig, run_scenarios
 from harness._target import Target
 from harness.consumer import ConsumerScenario, ConsumerTarget, run_target, shared_broker
 from harness.explore import ExploreConfig, explore
+from harness.reports import ReportDirectory
 from harness.services._postgres import start_postgres
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.targets._loader import load_target
@@ -122,19 +123,22 @@ def rows(only: str | None, names: list[str], dsn: str | None = None) -> Iterator
 
 def _judged(front: str, row: Row, seed: int, args: argparse.Namespace,
             toxiproxy: ToxiproxyServer, scratch: Path) -> RunResult:
+    """One row's run; with ``--keep``, its whole report (results.json, the page, the history)
+    is written, so a false finding or an undecided row can be read afterwards."""
     report_dir = scratch / f"{row.name}-{row.flaw or 'correct'}-{front}-{seed}"
+    handlers = [ReportDirectory(report_dir)] if args.keep else []
     if isinstance(row.target, ConsumerTarget) and front == "run":
         return run_target(RunConfig(target=row.target, report_dir=report_dir, seed=seed,
                                     toxiproxy=toxiproxy,
                                     scenarios=[s for s in CATALOG.values()
-                                               if isinstance(s, ConsumerScenario)]))
+                                               if isinstance(s, ConsumerScenario)]), handlers)
     if front == "run":
         return run_scenarios(RunConfig(target=row.target, scenarios=list(CATALOG.values()),
                                        report_dir=report_dir, seed=seed,
-                                       toxiproxy=toxiproxy))
+                                       toxiproxy=toxiproxy), handlers)
     return explore(ExploreConfig(target=row.target, max_examples=args.max_examples,
                                  seed=seed, report_dir=report_dir, toxiproxy=toxiproxy,
-                                 shrink_seconds=args.shrink_time)).result
+                                 shrink_seconds=args.shrink_time), handlers).result
 
 
 def outcome(row: Row, result: RunResult | None) -> tuple[str, str]:
