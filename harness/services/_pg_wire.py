@@ -11,7 +11,9 @@ an explicit ``COMMIT`` (or ``END``) after writes, or an implicit transaction (au
 simple query, or an extended-protocol batch up to its ``Sync``) that ended idle without an
 error.  Its acknowledgement is every server message answering the statements of that batch, up
 to and including its ``ReadyForQuery``: the proxy holds those back until it has decided, so a
-fault can keep the whole acknowledgement from the target.  A statement writes when its
+fault can keep the whole acknowledgement from the target; only a ``COPY ... FROM STDIN``'s
+"send the data" (``CopyInResponse``, ``CopyBothResponse``) goes at once, since the server
+waits for the client then.  A statement writes when its
 ``CommandComplete`` tag says so (``INSERT``, ``UPDATE``, ``DELETE``, ``MERGE``, ``COPY ...
 FROM``) or its text does (a ``WITH`` query that inserts answers ``SELECT n``), unless its tag
 says it changed no row (``INSERT 0 0``, ``UPDATE 0``: an ``ON CONFLICT DO NOTHING`` that found
@@ -49,6 +51,8 @@ _COMPLETE, _EMPTY, _SUSPENDED, _ERROR, _READY = b"CIsEZ"
 #: A statement's end (complete, empty, suspended at a row limit).
 _COMPLETIONS = frozenset((_COMPLETE, _EMPTY, _SUSPENDED))
 _READ_FROM_SERVER = frozenset((*_COMPLETIONS, _ERROR, _READY))
+#: CopyInResponse and CopyBothResponse: the server waits for the client's data.
+_COPY_WAITS = frozenset(b"GW")
 #: Tags whose first word says the statement changed rows.
 _WRITE_TAGS = frozenset({b"INSERT", b"UPDATE", b"DELETE", b"MERGE"})
 _NOISE = re.compile(
@@ -301,6 +305,12 @@ class PgConnection:
             if kind in read:
                 self._server_message(kind, buffer, position + 5, stop, batch)
             position = stop
+            if kind in _COPY_WAITS and batch.held:  # the server waits for the client's
+                # data: what is held so far must go, or neither side moves again
+                segments.append(Segment(bytes(self._held) + buffer[start:stop]))
+                self._held.clear()
+                start = stop
+                continue
             if kind != _READY:
                 continue
             if batch.held:  # the batch's whole answer, up to its ReadyForQuery

@@ -87,6 +87,22 @@ def test_each_committed_transaction_with_a_write_is_one_write(
     assert heard.said == [("wrote", n) for n in (1, 2, 3, 4)] and not watch.missed
 
 
+def test_copy_from_stdin_goes_through_and_counts_as_one_write(
+        pg_proxy: tuple[CommitProxy, str]) -> None:
+    """The server's "send the data" (CopyInResponse) was held back as part of a write's
+    acknowledgement while the server waited for that data: COPY hung through the proxy."""
+    proxy, dsn = pg_proxy
+    with psycopg.connect(dsn, autocommit=True, options="-c statement_timeout=5000") as conn, \
+            proxy.watching("pg-copy", None, Heard()) as watch:
+        with conn.cursor().copy("COPY t (k, v) FROM STDIN") as copy:
+            copy.write_row(("pg-copy", 1))
+            copy.write_row(("pg-copy-2", 2))
+        proxy.settle(watch)
+        rows = conn.execute("SELECT count(*) FROM t WHERE k LIKE 'pg-copy%'").fetchone()
+    assert rows == (2,)
+    assert [(w.kinds, w.how) for w in watch.writes] == [(("COPY",), "autocommit")]
+
+
 def test_writes_carrying_another_watched_key_are_that_request_s(
         pg_proxy: tuple[CommitProxy, str]) -> None:
     proxy, dsn = pg_proxy
