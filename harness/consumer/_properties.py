@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from harness._durations import format_duration
+from harness._history import Event
 from harness._target import LEASE_SLACK
 from harness.consumer._account import queue_account, windows
 from harness.consumer._analysis import Incident, Publish, QueueView
@@ -238,7 +239,14 @@ def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
         dead = queue.events_of("dead-lettered", key)
         dlq = (queue.drains[-1].value.get("dead_letter_queue") if queue.drains else None) \
             or promises.dead_letter_queue
-        if left and promises.dead_letter_queue and queue.drains:
+        held = _claim_may_hold(queue, publishes[0].invoke, promises)
+        if left and promises.dead_letter_queue and queue.drains and held is not None:
+            yield Note("P10", key,
+                       f"the {what} for key {key} was still in the queue when the run stopped "
+                       f"waiting, {held}: a claim left by a delivery the incident interrupted "
+                       "may hold it until then, so whether it loops is unknown",
+                       undecided=True)
+        elif left and promises.dead_letter_queue and queue.drains:
             yield Finding("P10", key,
                           f"the {what} for key {key} was still in the queue after "
                           f"{format_duration(float(queue.drains[-1].value.get('waited', 0)))}"
@@ -250,6 +258,26 @@ def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                           f"the {what} for key {key} was dropped: it is neither in "
                           f"the queue nor in the promised dead-letter queue {dlq}", evidence)
     yield from _kept_serving(queue)
+
+
+def _claim_may_hold(queue: QueueView, published: Event,
+                    promises: ConsumerPromises) -> str | None:
+    """Why a message still in the queue at the drain may only be waiting for a claim to run
+    out (in words), or None: an incident (a kill, a cut or stalled connection) came after it was
+    published, and the drain came before the promised lease had passed since the incident
+    began."""
+    lease, drain = promises.lease, queue.drains[-1] if queue.drains else None
+    if lease is None or drain is None:
+        return None
+    view = queue.view
+    for incident in queue.incidents():
+        if incident.start.time < published.time:
+            continue
+        since = view.target_time(drain) - view.target_time(incident.start)
+        if since <= lease + LEASE_SLACK:
+            return (f"{format_duration(since)} after {incident.what}, within the promised lease "
+                    f"of {format_duration(lease)}")
+    return None
 
 
 def _kept_serving(queue: QueueView) -> Iterator[Finding]:

@@ -131,6 +131,33 @@ def test_a_poison_message_dead_lettered_without_effect_holds() -> None:
     assert judge(history)["P10"][0] == "pass"
 
 
+def _failing_job_left_in_the_queue(*, cut: bool) -> History:
+    history = History()
+    publish(history, "f1", fails={"deliveries": "every", "when": "before-work"})
+    if cut:
+        history.record("info", "fault", NEMESIS, value={"fault": "connection-cut",
+                                                        "where": "consumer"})
+        history.record("info", "heal", NEMESIS, value={"fault": "connection-cut",
+                                                       "where": "consumer"})
+    history.record("info", "drain", ORACLE, value={"settled": False, "waited": 15.0,
+                                                   "left": 1, "dead_letter_queue": "dead"})
+    history.record("ok", "leftover", ORACLE, key="f1", value={"message_id": "m-f1"})
+    effects(history, "f1", 0)
+    return history
+
+
+def test_a_failing_job_left_within_the_lease_after_a_cut_is_unknown_not_a_loop() -> None:
+    """A cut may leave a claim held until the lease runs out (the correct faststream consumer,
+    explored: the job's redelivery waited for it); 15 s of a 30 s lease prove no loop."""
+    verdict, messages = judge(_failing_job_left_in_the_queue(cut=True))["P10"]
+    assert verdict == "unknown" and not messages
+
+
+def test_a_failing_job_left_in_the_queue_with_no_incident_loops() -> None:
+    verdict, messages = judge(_failing_job_left_in_the_queue(cut=False))["P10"]
+    assert verdict == "fail" and "never dead-lettered" in messages[0]
+
+
 def test_a_second_effect_past_the_dedup_window_is_allowed() -> None:
     history = History()
     publish(history, "k1")
