@@ -71,7 +71,7 @@ CREATE TABLE IF NOT EXISTS charges (
     client_key  text,
     amount      bigint NOT NULL,
     currency    text NOT NULL,
-    customer    text,
+    customer    text,  -- as a JSON string ("..."): PostgreSQL's text cannot hold NUL
     created_at  timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS charges_origin ON charges (tenant, client_key);
@@ -218,9 +218,22 @@ def _charges_json(batch: Iterable[tuple[int, Sequence[Charge], str | None]]) -> 
     request's key) as ``json_to_recordset`` reads them: the API's fields, the tenant, the origin
     key and the place."""
     return json.dumps([
-        {**c.to_json(), "tenant": c.tenant, "client_key": client_key, "ord": ordinal}
+        {**c.to_json(), "customer": _stored_customer(c.customer), "tenant": c.tenant,
+         "client_key": client_key, "ord": ordinal}
         for ordinal, charges, client_key in batch for c in charges
     ])
+
+
+def _stored_customer(customer: str | None) -> str | None:
+    """The customer as the ``charges`` table keeps it: a JSON string, so that any string a
+    client sends (NUL included, which PostgreSQL's text refuses) is stored and read back."""
+    return None if customer is None else json.dumps(customer)
+
+
+def _charge(row: Sequence[Any]) -> Charge:
+    charge_id, tenant, amount, currency, customer, created_at = row
+    return Charge(charge_id, tenant, amount, currency,
+                  None if customer is None else json.loads(customer), created_at)
 
 
 # What a claim (its claim, or the row it found; None: try again) or a commit (whether it took)
@@ -494,7 +507,7 @@ class PostgresStore:
             f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE id = %s AND tenant = %s",
             (charge_id, tenant),
         )
-        return None if row is None else Charge(*row)
+        return None if row is None else _charge(row)
 
     async def effects(self, tenant: str, client_key: str | None) -> list[str]:
         match = "client_key IS NULL" if client_key is None else "client_key = %(key)s"

@@ -50,6 +50,21 @@ def test_first_request_creates_one_charge(server: Server) -> None:
     assert read.json() == charge
 
 
+def test_any_json_string_is_a_customer_even_a_nul_character(server: Server) -> None:
+    """PostgreSQL's text cannot hold NUL: a customer with "\\u0000" failed the write with 500,
+    first request or reuse (explore, the correct server on PostgreSQL, seed 3409260743)."""
+    key, tenant = new_key(), new_tenant()
+    body = {**CHARGE, "customer": "\x00k\x11Ù"}
+    first = server.post(key, body, tenant=tenant)
+    assert first.status_code == 201 and first.json()["customer"] == body["customer"]
+    read = server.request("GET", f"/charges/{first.json()['id']}",
+                          headers=server.headers(None, tenant=tenant))
+    assert read.json() == first.json()
+    assert server.post(key, body, tenant=tenant).json() == first.json()
+    reuse = server.post(key, {**body, "customer": "\x00other"}, tenant=tenant)
+    assert reuse.status_code == 422
+
+
 def test_unknown_charge_and_unknown_path_are_404(server: Server) -> None:
     missing = server.request("GET", "/charges/ch_nothing")
     assert missing.status_code == 404
