@@ -167,6 +167,9 @@ class ClockKeeper:
                  restart_resets: bool | None = None, survives: bool = False) -> None:
         self.clock = clock
         self.moved = 0.0  # seconds the harness moved the clock, in all
+        #: How far ahead of real time the clock was when the harness first read it: a clock
+        #: kept in the target's store starts where an earlier run left it.
+        self.origin = 0.0
         self._read = read
         self._restart_resets = restart_resets
         self._survives = survives
@@ -176,6 +179,16 @@ class ClockKeeper:
     def knows_restarts(self) -> bool:
         """Can the harness tell the clock after any restart?"""
         return self._survives or self._read is not None or self._restart_resets is not None
+
+    def calibrate(self) -> None:
+        """Read where the target's clock stands before the harness moves it (when it can be
+        read): a restart is judged against that, not against real time."""
+        if self._read is None:
+            return
+        try:
+            self.origin = self._read() - time.time()
+        except ClockUnreadable:
+            self.origin = 0.0
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -202,7 +215,7 @@ class ClockKeeper:
     def _corrected(self) -> ClockAfterRestart:
         assert self._read is not None
         try:
-            drift = self._read() - (time.time() + self.moved)
+            drift = self._read() - (time.time() + self.origin + self.moved)
         except ClockUnreadable as exc:
             self.trusted = False
             return ClockAfterRestart("unknown", reason=f"its time could not be read: {exc}")

@@ -171,6 +171,8 @@ class Deployment:
             self.clock_keeper = ClockKeeper(self.clock, read=self._clock_reader(),
                                             restart_resets=hook.restart_resets)
         self.ensure_instances(self._wanted)
+        if self.clock_keeper is not None:
+            self.clock_keeper.calibrate()
         if self._faketime is not None:
             self._confirm_clock()
         self.oracle = self._make_oracle()

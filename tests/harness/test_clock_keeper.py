@@ -14,6 +14,7 @@ import httpx
 from harness._deployment import Deployment
 from harness._target import Target
 from harness.services._toxiproxy import ToxiproxyServer
+from harness.targets._reference import reference_target
 from tests.corpus.conftest import corpus_target
 
 JUMP = 7200.0
@@ -57,3 +58,20 @@ def test_a_restart_nothing_explains_leaves_the_clock_unknown(
         "clock": blind.hooks.clock.model_copy(update={"restart_resets": None})})})
     outcome, offset, known = _restarted(silent, toxiproxy_server, tmp_path)
     assert outcome == "unknown" and abs(offset) < 5 and not known
+
+
+def test_a_clock_that_starts_ahead_is_no_jump_at_a_restart(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """The reference server keeps its clock's offset in its store: a second run on the same
+    store starts ahead by what the first moved.  The keeper read that as a jump of 198 days at
+    the first restart (the correct server on PostgreSQL, explored: a false P11, "0 keys within
+    the retention")."""
+    target = reference_target(store=None, flaw=None)
+    with Deployment(target, toxiproxy=toxiproxy_server, workdir=tmp_path) as first:
+        first.advance_clock(JUMP)
+    with Deployment(target, toxiproxy=toxiproxy_server, workdir=tmp_path) as second:
+        assert second.clock_keeper is not None
+        assert abs(second.clock_keeper.origin - JUMP) < 5
+        second.advance_clock(60)
+        after = second.restart(0)
+    assert after.outcome == "kept", after
