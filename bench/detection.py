@@ -102,13 +102,14 @@ def rows(only: str | None, names: list[str], dsn: str | None = None) -> Iterator
     """The reference server (and on PostgreSQL, given ``dsn``) and each corpus service,
     correct first, then each flaw."""
     if only in (None, "reference"):
-        yield Row("reference", "reference-server", reference_target(store=None, flaw=None), None)
+        reference = [Row("reference", "reference-server",
+                         reference_target(store=None, flaw=None), None)]
         if dsn is not None:
-            yield Row("reference", "reference-server (postgresql)",
-                      reference_target(store=dsn, flaw=None), None)
-        for flaw in FLAWS:
-            yield Row("reference", "reference-server",
-                      reference_target(store=None, flaw=flaw), flaw)
+            reference.append(Row("reference", "reference-server (postgresql)",
+                                 reference_target(store=dsn, flaw=None), None))
+        reference += [Row("reference", "reference-server", reference_target(store=None, flaw=f),
+                          f) for f in FLAWS]
+        yield from (r for r in reference if not names or r.name in names)
     if only in (None, "corpus"):
         for path in sorted(CORPUS.glob("*.toml")):
             target = load_target(path)

@@ -8,7 +8,7 @@ so one seed always draws the same stories and Hypothesis can replay and shrink t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from harness._nemesis import FAULTS
@@ -41,7 +41,7 @@ from harness.explore._actions import (
     Wait,
 )
 from harness.explore._bodies import Fill, another_body, render
-from harness.explore._keys import KeyMaker, KeyPlan, Shape
+from harness.explore._keys import KeyMaker, KeyPlan
 from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
 
 __all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late", "keyless_alone",
@@ -104,6 +104,7 @@ class Planner:
         self.operations: list[_Operation] = []  # keyed operations a retry or reuse may name
         self.faults_on: list[str] = []
         self._keys: list[tuple[str, str]] = []  # (name, tenant) of keys others derive from
+        self._longest: list[str] = []  # the longest keys: a sibling pairs with one of them
         self._derived: set[tuple[str, str | None]] = set()  # (shape, of) already made
         self._identities: set[tuple[str, str]] = set()  # (tenant, key name) in use
         self._ops = 0
@@ -144,11 +145,20 @@ class Planner:
         """A new key of the drawn shape when the target's key rules accept it (a case twin,
         say, is not a key under a lower-case pattern), else a plain one."""
         name = self._next_key()
-        if choice.shape in ("case-twin", "sibling") and earlier is not None:
-            shape: Shape = "case-twin" if choice.shape == "case-twin" else "sibling"
-            plan = KeyPlan(name=name, shape=shape, of=earlier[0])
-            if (shape, earlier[0]) not in self._derived and self._sketch.accepted(plan):
-                self._derived.add((shape, earlier[0]))
+        if choice.shape == "sibling":  # of a longest key: the two share all but the last of
+            # as many characters as the target allows, so a store that keeps fewer mixes them
+            if not self._longest:
+                choice = replace(choice, shape="longest", text="0")
+            else:
+                of = self._longest[-1 - choice.pick % len(self._longest)]
+                plan = KeyPlan(name=name, shape="sibling", of=of)
+                if ("sibling", of) not in self._derived and self._sketch.accepted(plan):
+                    self._derived.add(("sibling", of))
+                    return plan
+        if choice.shape == "case-twin" and earlier is not None:
+            plan = KeyPlan(name=name, shape="case-twin", of=earlier[0])
+            if ("case-twin", earlier[0]) not in self._derived and self._sketch.accepted(plan):
+                self._derived.add(("case-twin", earlier[0]))
                 return plan
         if choice.shape == "hostile" and choice.kind and not self.faults_on:
             return KeyPlan(name=name, shape="hostile", kind=choice.kind)  # judged if answered
@@ -166,6 +176,8 @@ class Planner:
         self._bodies.setdefault((tenant, plan.name), body)
         if plan.shape in ("plain", "longest"):
             self._keys.append((plan.name, tenant))
+        if plan.shape == "longest":
+            self._longest.append(plan.name)
         if not plan.hostile:
             self.operations.append(_Operation(op, tenant, body, not self.faults_on))
 

@@ -190,6 +190,25 @@ def test_key_shapes_the_rules_refuse_fall_back_to_plain_keys() -> None:
     assert uuids.accepts(KeyMaker(uuids).make(KeyPlan(name="k1", shape="plain"))[0])
 
 
+def test_a_sibling_pairs_with_a_longest_key_so_a_truncating_store_mixes_them() -> None:
+    """A store that keeps only the first 16 characters of a key mixes two keys only if both are
+    longer and share those: a sibling of a short plain key never did (totals_only's
+    truncate-16 was missed by explore at seed 1).  With no longest key yet, the sibling draw
+    makes one."""
+    target = with_key(syntax="token", max_length=128)
+    plan = Planner(target)
+    plan.request("a", KeyChoice("plain", 0, "ab"), BODY)
+    [first] = plan.request("a", KeyChoice("sibling", 0, ""), BODY)
+    [plain] = plan.request("a", KeyChoice("plain", 0, "cd"), BODY)
+    [sibling] = plan.request("a", KeyChoice("sibling", 0, ""), BODY)
+    assert first.key.shape == "longest"  # type: ignore[union-attr]
+    assert sibling.key.shape == "sibling"  # type: ignore[union-attr]
+    assert sibling.key.of == first.key.name  # type: ignore[union-attr]
+    maker = KeyMaker(target.key)
+    made = [maker.make(a.key)[0] for a in (first, plain, sibling)]  # type: ignore[union-attr]
+    assert made[0][:16] == made[2][:16] and made[0] != made[2]
+
+
 def test_a_replay_is_what_the_promised_header_says_with_the_promised_value() -> None:
     def answer(value: str) -> str:
         event = Event(index=1, type="ok", f="request", process="c0", time=0.0, op=1,
