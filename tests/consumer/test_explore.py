@@ -36,6 +36,7 @@ from harness.explore.consumer._actions import (
     ConsumerAction,
     FailingJob,
     Kill,
+    LostAck,
     Poison,
     Publish,
     Republish,
@@ -153,6 +154,24 @@ def _story(*actions: ConsumerAction) -> Story[ConsumerAction]:
                  target="reference-consumer",
                  steps=[StoryStep(number=n, kind=a.op, text=a.text(), action=a)
                         for n, a in enumerate(actions, start=1)])
+
+
+def test_after_a_lost_ack_the_lease_of_any_claim_the_cut_left_runs_out(
+        broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """A consumer cut off (or killed) in the middle of another key's job may leave its claim:
+    the redelivery rightly waits for the lease, so the story lets it run out (on the clock
+    here) before the drain.  Without it the correct faststream consumer's failing job was
+    still waiting 18 s into its 30 s lease when the drain judged it "keeps coming back"."""
+    target = reference_consumer_target(store=None, flaw=None)
+    lease = target.promises.lease
+    assert lease is not None
+    story = _story(LostAck(id="o1", key=KeyPlan(name="k1", shape="plain"), then="cut"))
+    done = replay(story, ReplayConfig(target=target, report_dir=tmp_path,
+                                      toxiproxy=toxiproxy_server))
+    assert done.result.verdict == "pass", done.result.findings
+    jumps = [e.value["seconds"] for o in done.result.outcomes for e in o.events
+             if e.f == "clock"]
+    assert any(seconds > lease for seconds in jumps), jumps
 
 
 def test_a_consumer_story_is_saved_and_read_back_in_the_consumer_vocabulary(

@@ -321,6 +321,9 @@ class ConsumerWorld:
             else:
                 ctx.restart(number)
         self.deployment.wait_for_consumers(len(running))
+        # A job another key's message had started when its consumer was cut off (or killed)
+        # may have left a claim: its redelivery rightly waits for the lease to run out.
+        self._extra = max(self._extra, ctx.pass_lease())
         what = "committed" if committed else "not seen committed"
         incident = "cut off" if then == "cut" else "killed and restarted"
         return self._then(f"{what} with its acks held; consumers {_listing(running)} "
