@@ -131,15 +131,20 @@ class Planner:
 
     def _key(self, choice: KeyChoice, tenant: str) -> tuple[KeyPlan, str, Any | None]:
         """The key a new request uses, the tenant (a shared key belongs to the other), and for
-        a shared key the body its owner sent: only the tenant changes, so a replay across
-        tenants is provoked rather than a refusal."""
+        a key made from another the body that one's owner sent: only the tenant changes (a
+        shared key), or only the key (a case twin, a sibling: the same tenant too), so a
+        replay the target must not give is provoked rather than a refusal."""
         earlier = self._earlier(choice.pick)
         if choice.shape == "shared" and earlier is not None:
             name, owner = earlier
             other = "b" if owner == "a" else "a"
             if (other, name) not in self._identities:
                 return KeyPlan(name=name), other, self._bodies.get((owner, name))
-        return self._shaped(choice, earlier), tenant, None
+        plan = self._shaped(choice, earlier)
+        if plan.of is not None:
+            owner = next(t for n, t in reversed(self._keys) if n == plan.of)
+            return plan, owner, self._bodies.get((owner, plan.of))
+        return plan, tenant, None
 
     def _shaped(self, choice: KeyChoice, earlier: tuple[str, str] | None) -> KeyPlan:
         """A new key of the drawn shape when the target's key rules accept it (a case twin,

@@ -192,16 +192,18 @@ def test_key_shapes_the_rules_refuse_fall_back_to_plain_keys() -> None:
 
 def test_a_sibling_pairs_with_a_longest_key_so_a_truncating_store_mixes_them() -> None:
     """A store that keeps only the first 16 characters of a key mixes two keys only if both are
-    longer and share those: a sibling of a short plain key never did (totals_only's
-    truncate-16 was missed by explore at seed 1).  With no longest key yet, the sibling draw
-    makes one."""
+    longer and share those: a sibling of a short plain key never did, and with a body of its
+    own it was refused, not replayed (totals_only's truncate-16 was missed by explore at seed
+    1).  With no longest key yet, the sibling draw makes one."""
     target = with_key(syntax="token", max_length=128)
     plan = Planner(target)
     plan.request("a", KeyChoice("plain", 0, "ab"), BODY)
     [first] = plan.request("a", KeyChoice("sibling", 0, ""), BODY)
     [plain] = plan.request("a", KeyChoice("plain", 0, "cd"), BODY)
-    [sibling] = plan.request("a", KeyChoice("sibling", 0, ""), BODY)
+    [sibling] = plan.request("b", KeyChoice("sibling", 0, ""), {**BODY, "amount": 7})
     assert first.key.shape == "longest"  # type: ignore[union-attr]
+    # only the key changes: the tenant and the body are the longest key's
+    assert (sibling.tenant, sibling.body) == ("a", BODY)  # type: ignore[union-attr]
     assert sibling.key.shape == "sibling"  # type: ignore[union-attr]
     assert sibling.key.of == first.key.name  # type: ignore[union-attr]
     maker = KeyMaker(target.key)
