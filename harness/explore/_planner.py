@@ -150,16 +150,14 @@ class Planner:
         """A new key of the drawn shape when the target's key rules accept it (a case twin,
         say, is not a key under a lower-case pattern), else a plain one."""
         name = self._next_key()
-        if choice.shape == "sibling":  # of a longest key: the two share all but the last of
-            # as many characters as the target allows, so a store that keeps fewer mixes them
-            if not self._longest:
-                choice = replace(choice, shape="longest", text="0")
-            else:
-                of = self._longest[-1 - choice.pick % len(self._longest)]
-                plan = KeyPlan(name=name, shape="sibling", of=of)
-                if ("sibling", of) not in self._derived and self._sketch.accepted(plan):
-                    self._derived.add(("sibling", of))
-                    return plan
+        if choice.shape == "sibling" and self._longest:  # of a longest key: the two share
+            # all but the last of as many characters as the target allows, so a store that
+            # keeps fewer mixes them
+            of = self._longest[-1 - choice.pick % len(self._longest)]
+            plan = KeyPlan(name=name, shape="sibling", of=of)
+            if ("sibling", of) not in self._derived and self._sketch.accepted(plan):
+                self._derived.add(("sibling", of))
+                return plan
         if choice.shape == "case-twin" and earlier is not None:
             plan = KeyPlan(name=name, shape="case-twin", of=earlier[0])
             if ("case-twin", earlier[0]) not in self._derived and self._sketch.accepted(plan):
@@ -212,6 +210,10 @@ class Planner:
         return None
 
     def request(self, tenant: str, choice: KeyChoice, body: Any) -> list[Action]:
+        if choice.shape == "sibling" and not self._longest:  # the longest key it pairs with,
+            # first: a sibling must otherwise wait for a longest key drawn by chance before it
+            longest = self.request(tenant, replace(choice, shape="longest", text="0"), body)
+            return longest + (self.request(tenant, choice, body) if self._longest else [])
         plan, tenant, shared_body = self._key(choice, tenant)
         body = body if shared_body is None else shared_body
         op = self._next_op()
