@@ -178,9 +178,15 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
     }
     if target.promises.lease is not None and can_retry_late(target):
         # on the clock, its hook needs the database; else the request is slowed past the lease
-        for name in ("outlive_lease", "take_over"):
-            operations[name] = _Operation({"tenant": draw.tenants, "body": draw.ordinary_bodies},
-                                          lambda m: m.plan.database_up())
+        operations["outlive_lease"] = _Operation(
+            {"tenant": draw.tenants, "body": draw.ordinary_bodies},
+            lambda m: m.plan.database_up())
+    if target.promises.lease is not None and target.lease_runs_out_on_the_clock:
+        # only on the clock: where real time must pass the lease, every takeover story would
+        # wait it out, and retry_while_running already draws that one
+        operations["take_over"] = _Operation(
+            {"tenant": draw.tenants, "body": draw.ordinary_bodies},
+            lambda m: m.plan.database_up())
     writes = draw.writes_per_charge
     if writes > 0:  # the store proxy saw an ordinary charge commit this many writes
         faults: list[str] = ["cut", "kill"] if "restart" in target.capabilities() else ["cut"]
