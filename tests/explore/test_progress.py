@@ -50,7 +50,10 @@ def test_the_phases_and_the_example_count_are_told_as_the_explorer_goes(
                                  toxiproxy=toxiproxy_server), [heard])
     story = done.story
     assert story is not None and story.operations <= 2, story  # a request and its retry
-    progress = [e for e in heard.events if isinstance(e, Progress)]
+    every = [e for e in heard.events if isinstance(e, Progress)]
+    # A story a moved clock broke is told again in real time between two examples (a busy
+    # machine can make key-only's stories time out into one): said, but no example of its own.
+    progress = [e for e in every if e.phase != "confirming in real time"]
     order = ["drawing", "shrinking", "minimising"]
     phases = [p.phase for p in progress]
     assert phases[:story.examples] == ["drawing"] * story.examples
