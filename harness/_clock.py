@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -183,12 +184,9 @@ class ClockKeeper:
     def calibrate(self) -> None:
         """Read where the target's clock stands before the harness moves it (when it can be
         read): a restart is judged against that, not against real time."""
-        if self._read is None:
-            return
-        try:
-            self.origin = self._read() - time.time()
-        except ClockUnreadable:
-            self.origin = 0.0
+        if self._read is not None:
+            with suppress(ClockUnreadable):  # then a restart reads it against real time
+                self.origin = self._read() - time.time()
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

@@ -20,7 +20,7 @@ from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, tra
 from harness.consumer._runner import run_target
 from harness.judging._checker import CheckResult
 from harness.judging._findings import Finding, merge_verdicts
-from harness.reports import ConsoleReport, ReportDirectory, load_run, write_report
+from harness.reports import ConsoleReport, ReportDirectory, load_run
 from harness.services._postgres import PostgresServer, start_postgres
 from harness.targets._loader import load_target
 from harness.targets._reference import reference_target
@@ -199,8 +199,7 @@ def check(run_dir: Path, write_to: Path | None) -> None:
                                         "changes": changes}})
     if write_to is not None:
         write_to.mkdir(parents=True, exist_ok=True)
-        for failure in write_report(judged, write_to):
-            click.echo(f"warning: report file not written: {failure}", err=True)
+        ReportDirectory(write_to).handle(RunFinished(judged))  # says what it could not write
     ConsoleReport(quiet=True).handle(RunFinished(judged))
     _say_what_changed(saved.get("verdict"), judged.verdict, changes)
     sys.exit(judged.exit_code)

@@ -49,18 +49,20 @@ DRAIN_PATIENCE = 4
 #: Publishes the latency measurement takes (their median is the job's latency).
 LATENCY_SAMPLES = 3
 
+
 def until_still(until: Callable[[Callable[[], bool], float], bool], done: Callable[[], bool],
-                moved: Callable[[], object], timeout: float) -> bool:
+                moved: Callable[[], object], timeout: float, *,
+                clock: Callable[[], float] = time.monotonic) -> bool:
     """``until(done, ...)``, with ``timeout`` counted from the last time the work moved
     (``moved()`` changed, looked at once a second), up to ``DRAIN_PATIENCE`` times it in all:
     work that still moves is not stuck, however slowly the machine runs it."""
-    give_up = time.monotonic() + DRAIN_PATIENCE * timeout
-    last, seen = moved(), time.monotonic()
+    give_up = clock() + DRAIN_PATIENCE * timeout
+    last, seen = moved(), clock()
     while True:
-        window = min(seen + timeout, give_up) - time.monotonic()
+        window = min(seen + timeout, give_up) - clock()
         if until(done, min(max(window, 0.0), 1.0)):
             return True
-        now = time.monotonic()
+        now = clock()
         if now >= give_up:
             return False
         current = moved()

@@ -147,10 +147,10 @@ def test_a_signal_that_hypothesis_turned_into_another_error_still_stops_it_hones
     traceback and exited 1 (test_the_command_stopped_by_a_signal..., now and then)."""
     def hypothesis_caught_in_its_bookkeeping(*args: object, **kwargs: object) -> None:
         try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)
+            signal.raise_signal(signal.SIGINT)  # its handler runs before the next line
         except Interrupted:
             raise AssertionError from None  # what Hypothesis raised instead
+        raise AssertionError("the SIGINT handler did not run")
 
     monkeypatch.setattr(explorer_module, "run_state_machine_as_test",
                         hypothesis_caught_in_its_bookkeeping)
