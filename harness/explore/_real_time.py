@@ -9,10 +9,11 @@ as much more, so that it still runs when the story's next step comes.  A jump ma
 nothing ran stays a jump: no timer of the target's was running for a request then.
 
 Waiting costs real time, so only jumps up to ``REAL_TIME_LIMIT`` are waited out, and an
-exploration confirms at most ``MAX_CONFIRMATIONS`` stories this way.  A longer jump made while a
-request ran passed that request's lease on its way: where the lease is short enough, it is told
-as a wait just past the lease (a takeover needs no more), and the story so told is the one
-reported if it breaks the property again.
+exploration confirms at most ``MAX_CONFIRMATIONS`` stories this way, at most
+``TELLINGS_PER_PROPERTY`` of one property.  A longer jump made while a request ran passed that
+request's lease on its way: where the lease is short enough, it is told as a wait just past the
+lease (a takeover needs no more), and the story so told is the one reported if it breaks the
+property again.
 """
 
 from __future__ import annotations
@@ -28,15 +29,18 @@ from harness.explore._strategies import PAST_THE_LEASE
 from harness.judging._analysis import describe_identity
 from harness.judging._findings import Finding
 
-__all__ = ["MAX_CONFIRMATIONS", "REAL_TIME_LIMIT", "RealTimeStory", "in_real_time",
-           "keys_of"]
+__all__ = ["MAX_CONFIRMATIONS", "REAL_TIME_LIMIT", "TELLINGS_PER_PROPERTY", "RealTimeStory",
+           "in_real_time", "keys_of"]
 
 #: The longest jump waited out in real time (a lease or a window of up to about a minute and
 #: a half, with the harness's margin past it).
 REAL_TIME_LIMIT = 90.0
 #: Stories an exploration tells in real time; past that, findings stay "seen only with a
-#: moved clock".  A property real time did not confirm once is not told again.
+#: moved clock".
 MAX_CONFIRMATIONS = 3
+#: Stories of one property told in real time: a property real time did not confirm twice is
+#: not told again.
+TELLINGS_PER_PROPERTY = 2
 
 
 @dataclass(frozen=True)

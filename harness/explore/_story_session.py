@@ -26,7 +26,7 @@ from harness._history import Event, History
 from harness._interrupts import raise_if_interrupted
 from harness._outcomes import Handler, RunEvent
 from harness.explore._failure import Failure
-from harness.explore._real_time import MAX_CONFIRMATIONS, RealTimeStory
+from harness.explore._real_time import MAX_CONFIRMATIONS, TELLINGS_PER_PROPERTY, RealTimeStory
 from harness.explore._steps import A, StepRecord
 from harness.judging._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness.judging._findings import Finding, Note
@@ -143,7 +143,7 @@ class StorySession(ABC, Generic[A, W]):
         #: A story that failed in real time after a moved clock first showed its property.
         self.confirmed: Failure[A] | None = None
         self.confirmations = 0
-        self._not_confirmed: set[str] = set()  # properties real time did not confirm
+        self._tellings: dict[str, int] = {}  # stories told in real time, per property
         #: Findings seen only with a moved clock and not confirmed, in words for the report.
         self.moved_clock: list[Note] = []
         #: Operations the explorer could not draw for this target, and why.
@@ -294,13 +294,14 @@ class StorySession(ABC, Generic[A, W]):
         moved clock."""
         doubted = {f.property for f in world.doubted}
         story = self.retold(world.steps, world.history.events(), world.doubted)
-        why = story.why
-        tried = doubted <= self._not_confirmed  # each was told in real time before, in vain
-        if (story.actions is not None and self.confirm and not tried
-                and self.confirmations < MAX_CONFIRMATIONS):
+        why = self._why_not_told(doubted, story)
+        if why is None:
             self.confirmations += 1
+            for prop in doubted:
+                self._tellings[prop] = self._tellings.get(prop, 0) + 1
             if self.progress is not None:
                 self.progress("confirming in real time", self.examples)
+            assert story.actions is not None
             told = self._play(self._world(), story.actions)
             failure = told.failure
             if failure is not None and doubted & {f.property for f in failure.failing_findings}:
@@ -310,17 +311,28 @@ class StorySession(ABC, Generic[A, W]):
                            moved_clock=True, doubted=world.doubted)
                 return
             why = "the story told again in real time did not break it"
-            self._not_confirmed |= doubted
-        elif tried:
-            why = "a story that broke it only with a moved clock was told in real time before"
-        elif story.actions is not None:
-            why = ("the exploration already confirmed as many stories in real time as it may"
-                   if self.confirm else "real-time confirmation is off")
         for finding in world.doubted:
             self.moved_clock.append(Note(
                 finding.property, finding.key,
                 f"{MOVED_CLOCK}, not confirmed ({why}): {finding.message}",
                 {"moved_clock": True, "finding": finding.to_json()}))
+
+    def _why_not_told(self, doubted: set[str], story: RealTimeStory[A]) -> str | None:
+        """Why ``story`` is not told in real time (None: it is).  Each telling costs its
+        waits, so an exploration tells at most ``MAX_CONFIRMATIONS`` stories, and at most
+        ``TELLINGS_PER_PROPERTY`` for one property: a story real time did not break may still
+        have a sibling it does (a busy machine times the first out, or its jump was not the
+        one that mattered), but not every story of a property a jump alone breaks."""
+        if story.actions is None:
+            return story.why
+        if not self.confirm:
+            return "real-time confirmation is off"
+        if self.confirmations >= MAX_CONFIRMATIONS:
+            return "the exploration already confirmed as many stories in real time as it may"
+        if all(self._tellings.get(p, 0) >= TELLINGS_PER_PROPERTY for p in doubted):
+            return (f"{TELLINGS_PER_PROPERTY} stories that broke it only with a moved clock were "
+                    f"told in real time before, in vain")
+        return None
 
     def _fail(self, world: W, result: CheckResult | None, properties: tuple[str, ...],
               events: Sequence[Event] = (), *, broke_at: int | None,

@@ -49,7 +49,9 @@ def test_the_phases_and_the_example_count_are_told_as_the_explorer_goes(
                                  max_examples=30, seed=1, report_dir=tmp_path,
                                  toxiproxy=toxiproxy_server), [heard])
     story = done.story
-    assert story is not None and story.operations <= 2, story  # a request and its retry
+    said = (done.result.extra["explore"], [n.message for o in done.result.outcomes
+                                           for n in o.notes])
+    assert story is not None and story.operations <= 2, (story, said)  # a request, its retry
     every = [e for e in heard.events if isinstance(e, Progress)]
     # A story a moved clock broke is told again in real time between two examples (a busy
     # machine can make key-only's stories time out into one): said, but no example of its own.
