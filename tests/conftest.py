@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness._errors import ServiceUnavailable
+from harness._interrupts import Interrupted, interruption_handled, raise_if_interrupted
 from harness.services._postgres import PostgresServer, start_postgres
 from harness.services._processes import stop_children_on_sigterm
 from harness.services._rabbitmq import RabbitServer, start_rabbitmq
@@ -21,6 +22,21 @@ from tests.missing import missing
 
 def pytest_configure(config: pytest.Config) -> None:
     stop_children_on_sigterm()  # a CI timeout's SIGTERM must not orphan Toxiproxy or PostgreSQL
+
+
+@pytest.fixture(autouse=True)
+def no_signal_left_pending() -> Iterator[None]:
+    """A signal a test sent and caught the ``Interrupted`` of, without the handling a command
+    does (``interruption_handled``), stays pending for the process: the next exploration on
+    that worker stopped before its first example, and its test failed far from the cause."""
+    yield
+    try:
+        raise_if_interrupted()
+    except Interrupted as pending:
+        interruption_handled()
+        pytest.fail(f"the test left {pending.signal_name} pending: the code it drives must "
+                    f"call interruption_handled() once it has obeyed the signal, as a command "
+                    f"does")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness._deployment import Deployment
-from harness._interrupts import Interrupted, interrupt_on_signals
+from harness._interrupts import Interrupted, interrupt_on_signals, interruption_handled
 from harness._outcomes import ScenarioOutcome
 from harness._parallel import OwnInstances, needs_whole_target, run_at_once
 from harness._runner import RunConfig, run_scenarios
@@ -103,6 +103,7 @@ def interrupts_as_the_cli_does() -> Iterator[None]:
     try:
         yield
     finally:
+        interruption_handled()  # the run this test stands in for has obeyed the signal
         for signum, handler in saved.items():
             signal.signal(signum, handler)
 
