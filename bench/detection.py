@@ -21,7 +21,7 @@ consumer runs with at least ``CONSUMER_SEEDS`` seeds (a row each).
 
 Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus|consumer-corpus]
 [--target NAME ...]
-[--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres]`;
+[--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres] [--correct-only]`;
 `--only consumer-corpus --front explore` explores each corpus consumer.
 """
 
@@ -179,6 +179,8 @@ def main() -> None:
     parser.add_argument("--shrink-time", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--postgres", action="store_true",
                         help="add the correct reference server on PostgreSQL")
+    parser.add_argument("--correct-only", action="store_true",
+                        help="only the correct modes (a sweep of seeds for false findings)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every row's report directory under DIR (default: a "
                              "temporary directory, removed at the end)")
@@ -200,6 +202,8 @@ def main() -> None:
         if args.only in (None, "consumer-corpus"):
             stack.enter_context(shared_broker())  # one RabbitMQ for every consumer run
         for row in rows(args.only, args.target, dsn):
+            if args.correct_only and row.flaw is not None:
+                continue
             for seed in seeds_for(row, args, draw):
                 cells = []
                 for front in fronts:

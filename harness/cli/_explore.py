@@ -81,7 +81,8 @@ _REFERENCE_CONSUMER = click.option(
                    f"{get_profile('dev').explore_max_examples} (dev), "
                    f"{get_profile('ci').explore_max_examples} (ci)]")
 @click.option("--seed", type=int, default=None,
-              help="draw the same stories again (failing examples are kept per seed, beside the reports)")
+              help="draw the same stories again (failing examples are kept per seed, beside "
+                   "the reports)")
 @click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write story.json, results.json, junit.xml, history.jsonl "
                    "(default reports/run-*)")

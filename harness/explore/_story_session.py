@@ -294,7 +294,7 @@ class StorySession(ABC, Generic[A, W]):
         moved clock."""
         doubted = {f.property for f in world.doubted}
         story = self.retold(world.steps, world.history.events(), world.doubted)
-        why = self._why_not_told(doubted, story)
+        why = self._why_not_told(doubted, story, sum(1 for s in world.steps if not s.settle))
         if why is None:
             self.confirmations += 1
             for prop in doubted:
@@ -317,16 +317,23 @@ class StorySession(ABC, Generic[A, W]):
                 f"{MOVED_CLOCK}, not confirmed ({why}): {finding.message}",
                 {"moved_clock": True, "finding": finding.to_json()}))
 
-    def _why_not_told(self, doubted: set[str], story: RealTimeStory[A]) -> str | None:
-        """Why ``story`` is not told in real time (None: it is).  Each telling costs its
-        waits, so an exploration tells at most ``MAX_CONFIRMATIONS`` stories, and at most
-        ``TELLINGS_PER_PROPERTY`` for one property: a story real time did not break may still
-        have a sibling it does (a busy machine times the first out, or its jump was not the
-        one that mattered), but not every story of a property a jump alone breaks."""
+    def _why_not_told(self, doubted: set[str], story: RealTimeStory[A],
+                      operations: int) -> str | None:
+        """Why ``story`` (of ``operations`` drawn steps) is not told in real time (None: it
+        is).  Each telling costs its waits, so an exploration tells at most
+        ``MAX_CONFIRMATIONS`` stories, and at most ``TELLINGS_PER_PROPERTY`` for one property:
+        a story real time did not break may still have a sibling it does (a busy machine times
+        the first out, or its jump was not the one that mattered), but not every story of a
+        property a jump alone breaks.  Once a story failed, only a shorter one is worth the
+        wait: shrinking looks for nothing else (on a busy machine key-only's shrinking waited
+        out a 90 s jump, for a story no shorter than the one it had)."""
         if story.actions is None:
             return story.why
         if not self.confirm:
             return "real-time confirmation is off"
+        best = self.best
+        if best is not None and best.check is not None and operations >= best.operations:
+            return "a story as short already failed"
         if self.confirmations >= MAX_CONFIRMATIONS:
             return "the exploration already confirmed as many stories in real time as it may"
         if all(self._tellings.get(p, 0) >= TELLINGS_PER_PROPERTY for p in doubted):

@@ -104,3 +104,14 @@ def test_a_property_real_time_never_broke_is_not_told_past_its_share() -> None:
     why = [n.message for n in session.moved_clock]
     assert "told in real time before, in vain" in why[TELLINGS_PER_PROPERTY]
     assert "did not break it" in why[-1]
+
+
+def test_once_a_story_failed_one_no_shorter_is_not_worth_the_wait() -> None:
+    """Shrinking looks for shorter stories only: on a busy machine key-only's shrinking told a
+    story in real time, waiting 140 s for one no shorter than the one it had."""
+    session = GivenVerdictSession([broken(TAKEOVER), doubted(LOST)])
+    session.play([])
+    assert session.best is not None
+    session.play([])  # as short as the failure: no telling, so no world is asked for
+    assert session.confirmations == 0
+    assert "a story as short already failed" in session.moved_clock[-1].message
