@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness._runner import RunConfig
 from harness.consumer import ConsumerScenario, reference_consumer_target, run_target
+from harness.services._processes import stop_children_on_sigterm
 from harness.services._rabbitmq import start_rabbitmq
 from harness.targets._reference import reference_target
 from scenarios import CATALOG
@@ -55,4 +56,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     main()

@@ -48,6 +48,7 @@ from harness.consumer import ConsumerScenario, ConsumerTarget, run_target, share
 from harness.explore import ExploreConfig, explore
 from harness.reports import ReportDirectory
 from harness.services._postgres import start_postgres
+from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.targets._loader import load_target
 from harness.targets._reference import reference_target
@@ -236,4 +237,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     main()

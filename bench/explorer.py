@@ -40,6 +40,7 @@ from harness._target import Target
 from harness.consumer import reference_consumer_target, shared_broker
 from harness.explore import ExploreConfig, ReplayConfig, explore, load_story, replay
 from harness.services._postgres import start_postgres
+from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.targets._reference import reference_target
 from reference_server.consumer.flaws import CONSUMER_FLAWS
@@ -153,4 +154,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     main()

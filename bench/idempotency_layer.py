@@ -43,7 +43,7 @@ from psycopg.conninfo import conninfo_to_dict
 from harness._errors import ServiceUnavailable
 from harness.services._network import free_port
 from harness.services._postgres import start_postgres
-from harness.services._processes import ManagedProcess
+from harness.services._processes import ManagedProcess, stop_children_on_sigterm
 
 BODY = json.dumps({"amount": 1250, "currency": "EUR", "customer": "cus_bench"}).encode()
 LAYER_COST_GOAL = 0.35
@@ -243,4 +243,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     main()

@@ -41,6 +41,7 @@ from harness._target import Target
 from harness.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
 from harness.load._plan import target_definition
 from harness.services._postgres import start_postgres
+from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.targets._reference import reference_target
 
@@ -282,4 +283,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     main()

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from harness._matrix import MatrixRow, run_matrix
+from harness.services._processes import stop_children_on_sigterm
 from harness.targets._reference import reference_target
 from reference_server.flaws import FLAWS
 from scenarios import CATALOG
@@ -52,4 +53,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     main()

@@ -21,6 +21,7 @@ from harness._parallel import default_jobs
 from harness._runner import RunConfig, run_scenarios
 from harness.cli._run import own_target
 from harness.services._postgres import PostgresServer, start_postgres
+from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.targets._reference import reference_target
 from scenarios import CATALOG
@@ -70,4 +71,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     main()

@@ -40,7 +40,7 @@ from harness._errors import ServiceUnavailable
 from harness.services._commit_proxy import CommitProxy
 from harness.services._network import free_port
 from harness.services._postgres import start_postgres
-from harness.services._processes import ManagedProcess
+from harness.services._processes import ManagedProcess, stop_children_on_sigterm
 from harness.services._toxiproxy import start_toxiproxy
 
 GOAL = 1.10
@@ -164,4 +164,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
     sys.exit(main())

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,29 @@ def test_sigterm_stops_every_service_it_started() -> None:
     assert not psutil.pid_exists(started["toxiproxy"])
     assert started["postgres_port"] not in _listening_ports()
     _assert_rabbitmq_gone(started)
+
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def test_a_bench_stopped_by_sigterm_stops_what_it_started() -> None:
+    """A bench killed by its supervisor (``timeout``, a CI step) left Toxiproxy and the target
+    it was judging running; each bench's ``__main__`` now turns SIGTERM into an exit."""
+    process = subprocess.Popen(
+        [sys.executable, "-P", "bench/detection.py", "--only", "reference", "--target",
+         "reference-server", "--front", "run", "--correct-only"],
+        cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bench = psutil.Process(process.pid)
+    deadline = time.monotonic() + 60
+    children: list[psutil.Process] = []
+    while time.monotonic() < deadline and len(children) < 2:  # Toxiproxy and the target
+        children = bench.children(recursive=True)
+        time.sleep(0.1)
+    assert len(children) >= 2, [c.cmdline() for c in children]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, [c.cmdline() for c in alive]
 
 
 #: A process that starts a helper in its own group (as the examples start Redis), writes the
