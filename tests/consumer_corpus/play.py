@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from harness import load_target
+from harness._interrupts import interrupt_on_signals
 from harness._runner import RunConfig
 from harness.consumer import ConsumerScenario, run_target
 from harness.explore import ExploreConfig, explore
@@ -30,6 +31,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--explore", type=int, default=0, metavar="EXAMPLES")
     args = parser.parse_args()
+    interrupt_on_signals()  # stopped as the command is: its consumer and broker links too
     target = load_target(args.target)
     if args.flaw:
         target = target.with_start_args(["--flaw", args.flaw])

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +29,7 @@ from harness.consumer._target import ConsumerPromises
 from harness.services._rabbitmq import RabbitServer
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._loader import load_target
+from tests.bounded import run_for_at_most
 from tests.consumer_corpus.conftest import CONSUMERS, STAMPS, Flaw, flaws, require
 
 CONSUMER_NAMES = tuple(STAMPS)
@@ -92,11 +92,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory, rabbitmq_server: RabbitServer
 
     def play(job: Job) -> None:
         report, extra = jobs[job]
-        done = subprocess.run(
+        done = run_for_at_most(
             [sys.executable, "-m", "tests.consumer_corpus.play",
              str(CONSUMERS.parent / "targets" / f"{job[0]}.toml"), str(report), *extra],
-            capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-        (report / "stderr.txt").write_text(done.stdout + done.stderr)
+            600, env=env, cwd=ROOT)
+        over = "the play took over 600 s\n" if done.timed_out else ""
+        (report / "stderr.txt").write_text(over + done.stdout + done.stderr)
 
     # The slowest first, so the pool ends together.
     order = sorted(jobs, key=lambda j: (j[1] is not None, j[2] != "run",

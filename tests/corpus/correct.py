@@ -8,7 +8,6 @@ the suite's workers play them at the same time (a module stays on one worker).""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from harness._profiles import get_profile
 from harness.services._toxiproxy import ToxiproxyServer
+from tests.bounded import run_for_at_most
 from tests.corpus.conftest import TARGETS, corpus_target
 
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
@@ -30,6 +30,8 @@ SLOWEST_FIRST = ("renewed_lease", "redis_store", "redis_ledger", "ledger_sqlite"
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 PARALLEL = 4
+#: The most one service's run or exploration may take before it is stopped (its test fails).
+PLAY_SECONDS = 420.0
 
 
 def listed(findings: list[dict[str, Any]]) -> str:
@@ -54,18 +56,12 @@ def play_every_correct_service(front: str, tmp_path_factory: pytest.TempPathFact
              if front == "explore" else [])
 
     def play(name: str) -> None:
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "harness.cli", front,
-                 "--target", str(TARGETS / f"{name}.toml"),
-                 "--seed", str(SEED), "--report-dir", str(reports[name]), "--quiet", *extra],
-                capture_output=True, text=True, env=env, timeout=420,
-            )
-        except subprocess.TimeoutExpired as exc:  # that service's test fails, not every one
-            said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
-            (reports[name] / "stderr.txt").write_text(f"{front} took over 420 s\n{said}")
-            return
-        (reports[name] / "stderr.txt").write_text(done.stderr)
+        done = run_for_at_most(
+            [sys.executable, "-m", "harness.cli", front, "--target", str(TARGETS / f"{name}.toml"),
+             "--seed", str(SEED), "--report-dir", str(reports[name]), "--quiet", *extra],
+            PLAY_SECONDS, env=env)
+        over = f"{front} took over {PLAY_SECONDS:g} s\n" if done.timed_out else ""
+        (reports[name] / "stderr.txt").write_text(over + done.stderr)  # that service's test fails
 
     with ThreadPoolExecutor(PARALLEL) as pool:
         list(pool.map(play, order))
