@@ -9,6 +9,7 @@ judges.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +31,14 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.effects: list[RecordedEffect] = []
         self.lock = threading.Lock()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A target killed or cut off mid-call resets its connection: the scenarios do that
+        on purpose, so it is no error (socketserver would print its traceback into the
+        harness's output).  Anything else is printed as socketserver prints it."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,0 +1,37 @@
+"""The recorder in the harness's process stays quiet when a target dies mid-call: the crash
+scenarios kill targets on purpose, and socketserver printed a traceback for each reset."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import httpx
+import pytest
+
+from harness.services._recorder import Recorder
+
+
+def _handlers_running() -> bool:
+    return any("process_request_thread" in t.name for t in threading.enumerate())
+
+
+def test_a_target_cut_off_mid_call_leaves_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    recorder = Recorder()
+    try:
+        host, port = recorder.url.removeprefix("http://").rsplit(":", 1)
+        for partial in (b"", b"POST /effects HTTP/1.1\r\nContent-Length: 40\r\n\r\n{"):
+            with socket.create_connection((host, int(port))) as link:
+                link.sendall(partial)
+                # linger 0: the close is a reset, as when the target's process is killed
+                link.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        deadline = time.monotonic() + 5
+        while _handlers_running() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        answer = httpx.post(f"{recorder.url}/effects", json={"tenant": "t", "key": "k", "id": "1"})
+        assert answer.status_code == 201 and recorder.total() == 1
+    finally:
+        recorder.close()
+    assert "Traceback" not in capfd.readouterr().err
