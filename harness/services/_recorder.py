@@ -9,10 +9,12 @@ judges.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 __all__ = ["RecordedEffect", "Recorder"]
 
@@ -32,7 +34,8 @@ class _Server(ThreadingHTTPServer):
         self.effects: list[RecordedEffect] = []
         self.lock = threading.Lock()
 
-    def handle_error(self, request: object, client_address: object) -> None:
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket],
+                     client_address: Any) -> None:
         """A target killed or cut off mid-call resets its connection: the scenarios do that
         on purpose, so it is no error (socketserver would print its traceback into the
         harness's output).  Anything else is printed as socketserver prints it."""
