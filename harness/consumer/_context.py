@@ -408,8 +408,8 @@ class ConsumerContext:
             done = sum(self.effects_of(k) or 0 for k in effectful)
             return (amqp.queue_state(dlq).ready if dlq else 0), done
 
-        drained = until_still(self.until, settled, moved,
-                              timeout + max(0.0, self._busy_until - time.monotonic()))
+        allowed = timeout + max(0.0, self._busy_until - time.monotonic())
+        drained = until_still(self.until, settled, moved, allowed)
         if drained and self.feed is None:
             drained = self._quiet(settled, timeout)
         waited = time.monotonic() - started
@@ -425,7 +425,8 @@ class ConsumerContext:
         left = amqp.take_all(queue)
         dead = amqp.take_all(dlq) if dlq else []
         self.history.record("info" if left else "ok", "drain", ORACLE, value={
-            "settled": drained, "waited": round(waited, 3), "left": len(left),
+            "settled": drained, "waited": round(waited, 3), "allowed": round(allowed, 3),
+            "left": len(left),
             "dead_lettered": len(dead), "queue": queue, "dead_letter_queue": dlq,
             "consumers_stopped": stop,
             **({"unsettled": dict(list(why.items())[:5])} if why and not drained else {})})

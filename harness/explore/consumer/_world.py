@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from harness._errors import HarnessError
 from harness._history import ORACLE, Event, History
+from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT
 from harness.consumer._context import QUIET, SETTLE, ConsumerContext
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._settling import unsettled
@@ -175,6 +176,7 @@ class ConsumerWorld:
                 for number in on:
                     ctx.nemesis.inject(action.fault, number)
                 self._faults_on[action.fault] = on
+                self._extra = max(self._extra, self._lease_in_real_time())
                 return f"on the connections of consumers {_listing(on)}", None
             case FaultOff():
                 return self._heal(action.fault), None
@@ -186,6 +188,15 @@ class ConsumerWorld:
                             "could not be judged)"), None
                 return self._advance_clock(action.seconds, observe=not self._drained), None
         raise AssertionError(f"unhandled action {action!r}")
+
+    def _lease_in_real_time(self) -> float:
+        """What the drain allows after a consumer's connection was cut or stalled: a job under
+        way then (one a slow machine had not finished) may have left a claim, and its
+        redelivery rightly waits for the lease (faststream_redis's drain gave up 15 s into a
+        30 s lease: unknown).  In real time, up to ``REAL_LEASE_LIMIT``: the clock is not
+        moved past the lease, since that job may still be running."""
+        lease = self.target.promises.lease
+        return lease + LEASE_SLACK if lease is not None and lease <= REAL_LEASE_LIMIT else 0.0
 
     def _new_job(self, name: str, plan: KeyPlan) -> str:
         key = self.context.new_key()
