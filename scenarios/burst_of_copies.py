@@ -5,13 +5,12 @@ from __future__ import annotations
 from harness.consumer import ConsumerContext, consumer_scenario
 
 COPIES = 4
-PAUSE_MS = 500
 
 
 def drive(ctx: ConsumerContext) -> None:
     ctx.ensure_consumers(2)
     key = ctx.new_key()
-    slow = ("before-work", PAUSE_MS) if "pause-before-work" in ctx.target.capabilities() else None
+    slow = ctx.copies_pause()
     ctx.intend("copies-overlapped", key, ("P1",), copies=COPIES)
     ctx.publish_copies(key, COPIES, pause=slow)
     ctx.observe(key)

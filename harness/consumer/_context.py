@@ -33,7 +33,8 @@ from harness.consumer._messages import ENCODINGS, Hook, compose
 from harness.consumer._nemesis import ConsumerNemesis
 from harness.consumer._settling import unsettled
 
-__all__ = ["PRODUCER", "QUIET", "SETTLE", "ConsumerContext", "until_still"]
+__all__ = ["COPIES_PAUSE_LATENCIES", "COPIES_PAUSE_MS", "PRODUCER", "QUIET", "SETTLE",
+           "ConsumerContext", "until_still"]
 
 PRODUCER = "producer"
 #: Seconds a scenario waits for the consumer to do what any consumer does in milliseconds.
@@ -48,6 +49,11 @@ QUIET = 1.0
 DRAIN_PATIENCE = 4
 #: Publishes the latency measurement takes (their median is the job's latency).
 LATENCY_SAMPLES = 3
+#: Copies of a job pause this long before their work (where the consumer can), so that two
+#: consumers hold copies at once; or this many job latencies, when longer: on a slow machine
+#: the second consumer took its copy after the first job had committed (unknown).
+COPIES_PAUSE_MS = 500
+COPIES_PAUSE_LATENCIES = 4
 
 
 def until_still(until: Callable[[Callable[[], bool], float], bool], done: Callable[[], bool],
@@ -218,6 +224,19 @@ class ConsumerContext:
         self.history.record("ok" if measured is not None else "info", "latency", ORACLE,
                             value={"seconds": measured})
         return measured if measured is not None else SETTLE
+
+    def copies_pause(self, *, measure: bool = True) -> tuple[str, int] | None:
+        """The pause before the work that lets copies of a job overlap in two consumers'
+        hands (None: the consumer cannot pause): ``COPIES_PAUSE_MS``, or
+        ``COPIES_PAUSE_LATENCIES`` job latencies (measured once per run, unless not
+        ``measure``: a fault keeps the consumers from the queue) when longer."""
+        if "pause-before-work" not in self.target.capabilities():
+            return None
+        if measure:
+            self.job_latency()
+        latency = self.deployment.measured_latency or 0.0
+        return "before-work", max(COPIES_PAUSE_MS,
+                                  int(COPIES_PAUSE_LATENCIES * latency * 1000))
 
     # ---- waiting on facts ------------------------------------------------------------------
 

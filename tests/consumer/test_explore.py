@@ -19,6 +19,7 @@ import pytest
 from harness._interrupts import Interrupted
 from harness._outcomes import Progress, RunEvent
 from harness.consumer import reference_consumer_target
+from harness.consumer._context import COPIES_PAUSE_LATENCIES, COPIES_PAUSE_MS
 from harness.consumer._reference import REFERENCE_CONSUMER
 from harness.explore import (
     ExploreConfig,
@@ -34,6 +35,7 @@ from harness.explore._actions import Clock, FaultOff, FaultOn
 from harness.explore._keys import KeyPlan
 from harness.explore.consumer._actions import (
     ConsumerAction,
+    Copies,
     FailingJob,
     Kill,
     LostAck,
@@ -172,6 +174,25 @@ def test_after_a_lost_ack_the_lease_of_any_claim_the_cut_left_runs_out(
     jumps = [e.value["seconds"] for o in done.result.outcomes for e in o.events
              if e.f == "clock"]
     assert any(seconds > lease for seconds in jumps), jumps
+
+
+def test_copies_pause_as_long_as_the_consumers_job_latency_asks(
+        broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """On a slow machine the second consumer took its copy after the first job had committed,
+    and every exploration of faststream_redis was unknown ("copies overlapped not shown"):
+    copies now pause for several job latencies when that is longer than half a second."""
+    target = reference_consumer_target(store=None, flaw=None)
+    story = _story(Copies(id="o1", key=KeyPlan(name="k1", shape="plain"), copies=2))
+    done = replay(story, ReplayConfig(target=target, report_dir=tmp_path,
+                                      toxiproxy=toxiproxy_server))
+    assert done.result.verdict == "pass", done.result.findings
+    events = [e for o in done.result.outcomes for e in o.events]
+    [latency] = {e.value["seconds"] for e in events if e.f == "latency"}
+    paused = [e.value["pause"]["seconds"] for e in events
+              if e.f == "publish" and e.type == "invoke" and e.label == "copy"]
+    assert len(paused) == 2, paused
+    assert all(p == max(COPIES_PAUSE_MS, int(COPIES_PAUSE_LATENCIES * latency * 1000)) / 1000
+               for p in paused), (paused, latency)
 
 
 @pytest.mark.parametrize("fault", ["connection-cut", "connection-stall"])

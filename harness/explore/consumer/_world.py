@@ -52,13 +52,10 @@ from harness.judging._analysis import Identity, View
 from harness.judging._checker import QUEUE_PROPERTIES, CheckOptions, CheckResult, check_history
 from harness.judging._findings import Finding
 
-__all__ = ["COPIES_PAUSE_MS", "KILL_PAUSE_MS", "STEP_WAIT", "ConsumerWorld"]
+__all__ = ["KILL_PAUSE_MS", "STEP_WAIT", "ConsumerWorld"]
 
 #: Seconds a step waits for the jobs it made to be done before the next step.
 STEP_WAIT = 5.0
-#: Copies of a job pause this long before their work (where the consumer can), so that two
-#: consumers hold copies at once, as burst-of-copies does.
-COPIES_PAUSE_MS = 500
 #: A job killed in the middle pauses this long before its work: the kill lands inside it.
 KILL_PAUSE_MS = 3_000
 #: The shortest pause of a job whose consumer is stalled in the middle (redelivered-while-
@@ -292,9 +289,8 @@ class ConsumerWorld:
         so that two consumers hold copies together; meant to overlap (``copies-overlapped``)
         only when two consumers run and nothing keeps them from the queue."""
         ctx = self.context
-        pause = (("before-work", COPIES_PAUSE_MS)
-                 if "pause-before-work" in self.target.capabilities() else None)
         overlap = len(self._running()) >= 2 and not self._faults_on and not self._down
+        pause = ctx.copies_pause(measure=overlap)  # as burst-of-copies pauses them
         if overlap:
             ctx.intend("copies-overlapped", key, ("P1",), copies=copies)
         sent = ctx.publish_copies(key, copies, pause=pause)
@@ -304,7 +300,7 @@ class ConsumerWorld:
             # pause, rather than the instant the broker confirmed them.
             queue = self.deployment.queue
             ctx.until(lambda: self.deployment.amqp.queue_state(queue).ready <= copies - 2,
-                      COPIES_PAUSE_MS / 2000 if pause else 0.0)
+                      pause[1] / 2000 if pause else 0.0)
             ctx.observe(key)
         return self._then(self._confirms(sent), [key])
 
