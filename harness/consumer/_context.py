@@ -50,9 +50,10 @@ DRAIN_PATIENCE = 4
 #: Publishes the latency measurement takes (their median is the job's latency).
 LATENCY_SAMPLES = 3
 #: Copies of a job pause this long before their work (where the consumer can), so that two
-#: consumers hold copies at once; or this many job latencies, when longer: on a slow machine
-#: the second consumer took its copy after the first job had committed (unknown).
-COPIES_PAUSE_MS = 500
+#: consumers hold copies at once, and the harness sees it before either commits; or this many
+#: job latencies, when longer.  On a slow machine, with half a second, the second consumer took
+#: its copy, or the harness looked, after the first job had committed (unknown).
+COPIES_PAUSE_MS = 1_000
 COPIES_PAUSE_LATENCIES = 4
 
 

@@ -180,7 +180,7 @@ def test_copies_pause_as_long_as_the_consumers_job_latency_asks(
         broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     """On a slow machine the second consumer took its copy after the first job had committed,
     and every exploration of faststream_redis was unknown ("copies overlapped not shown"):
-    copies now pause for several job latencies when that is longer than half a second."""
+    copies now pause for several job latencies when that is longer than a second."""
     target = reference_consumer_target(store=None, flaw=None)
     story = _story(Copies(id="o1", key=KeyPlan(name="k1", shape="plain"), copies=2))
     done = replay(story, ReplayConfig(target=target, report_dir=tmp_path,
