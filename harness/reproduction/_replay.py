@@ -102,8 +102,7 @@ def _plan(events: Sequence[Event], target: Target) -> list[tuple[float, _Send | 
             continue
         group = [first]
         while (position + len(group) < len(steps)
-               and steps[position + len(group)].f == "request"
-               and steps[position + len(group)].time - first.time <= AT_ONCE):
+               and _released_with(steps[position + len(group)], group, completions)):
             group.append(steps[position + len(group)])
         position += len(group)
         following = steps[position].time if position < len(steps) else float("inf")
@@ -113,6 +112,18 @@ def _plan(events: Sequence[Event], target: Target) -> list[tuple[float, _Send | 
                         _Send(tuple(group), timeouts, any(end > following for end in ends),
                               {e.index: strikes[e.index] for e in group if e.index in strikes})))
     return planned
+
+
+def _released_with(candidate: Event, group: Sequence[Event],
+                   completions: Mapping[int, Event]) -> bool:
+    """Was ``candidate`` released together with ``group``: a request invoked within
+    ``AT_ONCE`` of the group's first while every one of them still ran?  One sent right after
+    another's answer came is the next step, not its twin: a replay that sent a fast server's
+    key-reuse requests together met "in progress" and did not reproduce."""
+    if candidate.f != "request" or candidate.time - group[0].time > AT_ONCE:
+        return False
+    return all(e.op not in completions or completions[e.op].time > candidate.time
+               for e in group)
 
 
 def _timeout(invoke: Event, completion: Event | None, target: Target) -> float:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from harness._history import History
-from harness.reproduction._replay import _plan
+from harness._history import Event, History
+from harness.reproduction._replay import _plan, _Send
 from harness.services._network import free_port
 from harness.services._processes import ManagedProcess
 from harness.targets._loader import load_target
@@ -141,3 +142,28 @@ def test_a_request_still_running_when_the_next_step_began_is_played_in_the_backg
     sends = [step for _, step in steps if not hasattr(step, "f")]
     assert [s.background for s in sends] == [True, False]  # type: ignore[attr-defined]
     assert [getattr(step, "f", "send") for _, step in steps] == ["send", "clock", "send"]
+
+
+def test_a_request_sent_after_the_others_answer_is_the_next_step_not_its_twin() -> None:
+    """Requests invoked within 10 ms of each other go out together through a barrier only if
+    they all still ran together: a fast server's key-reuse requests, each sent once the one
+    before was answered, were replayed at once, met "in progress", and did not reproduce."""
+    target = load_target("reference")
+    history = History()
+
+    def invoke(key: str, body: str) -> Event:
+        return history.invoke("request", "c0", key=key, tenant="t", method="POST",
+                              path="/charges", body=body, key_header=f'"{key}"')
+
+    original = invoke("k", "{}")
+    history.complete(original, "ok", status=201)
+    reuse = invoke("k", '{"amount": 2}')
+    history.complete(reuse, "ok", status=201)
+    twins = [invoke("k2", "{}"), invoke("k2", "{}")]
+    for twin in twins:
+        history.complete(twin, "ok", status=201)
+    moments = [0.0, 0.004, 0.006, 0.010, 0.020, 0.021, 0.030, 0.031]
+    events = [replace(e, time=t) for e, t in zip(history.events(), moments, strict=True)]
+    sends = [step for _, step in _plan(events, target) if isinstance(step, _Send)]
+    assert [[e.op for e in s.invokes] for s in sends] == [[original.op], [reuse.op],
+                                                          [t.op for t in twins]]
