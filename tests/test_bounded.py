@@ -11,13 +11,13 @@ from tests.bounded import run_for_at_most
 #: Says "stopping" when SIGTERM arrives, as a harness stops its children, then exits 143.
 STOPS_ON_SIGTERM = textwrap.dedent(
     """
-    import signal, sys, time
+    import signal, sys
     def stop(signum, frame):
         print("stopping what I started", flush=True)
         sys.exit(143)
     signal.signal(signal.SIGTERM, stop)
     print("started", flush=True)
-    time.sleep(60)
+    signal.pause()
     """
 )
 
