@@ -271,6 +271,15 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     return exploration
 
 
+def _sighting(session: StorySession[Any, Any] | None) -> dict[str, float] | None:
+    """When a moved clock first showed a finding, which a real-time telling then had to
+    confirm (or not): the time to the first failure had the moved clock been trusted."""
+    if session is None or session.first_sighting is None:
+        return None
+    examples, seconds = session.first_sighting
+    return {"examples": examples, "seconds": round(seconds, 3)}
+
+
 def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, seconds: float,
             found: _Search, emit: Callable[[RunEvent], None]) -> Exploration:
     """The exploration as a run result, told to every handler, with its story saved."""
@@ -300,6 +309,7 @@ def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, sec
         "story": str(story_path) if story_path else None,
         "replay": replay_line(story_path),
         "confirmed_in_real_time": session.confirmations if session is not None else 0,
+        "first_seen_with_a_moved_clock": _sighting(session),
         "not_drawn": dict(session.not_drawn) if session is not None else {},
     }}
     stopped = found.stopped

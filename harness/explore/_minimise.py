@@ -12,25 +12,28 @@ shrinking, so the session raises ``EnoughShrinking`` as the next example starts;
 counting the example as a failure or saving it to the example database.
 
 Hypothesis shrinks the choices behind a story, so it can stop with steps that changed nothing
-(a fault switched on and healed, a request nobody retried).  ``drop_steps`` goes straight for
-shorter stories: the steps the checker cited alone, then runs of steps dropped at once (halves,
-quarters, ... single steps, as delta debugging does), keeping every drop after which the same
-property still breaks, until a pass drops nothing; a drop that leaves a step naming what no
-longer exists is not tried.
+(a fault switched on and healed, a request nobody retried), and it cannot add clock jumps up:
+short-ttl's story kept four jumps in a row, each needed for their sum to pass the retention.
+``drop_steps`` goes straight for shorter stories: the steps the checker cited alone, the story
+``tidied`` (jumps in a row made one, a fault healed as soon as it was on left out), then runs of
+steps dropped at once (halves, quarters, ... single steps, as delta debugging does), keeping
+every drop after which the same property still breaks, until a pass drops nothing; a drop that
+leaves a step naming what no longer exists is not tried.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.explore._actions import Clock, FaultOff, FaultOn
 from harness.explore._failure import Failure
 from harness.explore._steps import A
 from harness.explore._story_session import StorySession
 
 __all__ = ["FEWEST_STEPS", "HYPOTHESIS_SHARE", "SHRINK_SLACK", "STALL_ATTEMPTS",
-           "EnoughShrinking", "at_fewest", "drop_steps", "enough", "shrink_deadline"]
+           "EnoughShrinking", "at_fewest", "drop_steps", "enough", "shrink_deadline", "tidied"]
 
 #: The fewest drawn steps a story can break each property in (1 for the others).  P4 needs a
 #: request and its reuse; P8 a key and the same key in the other tenant; P11 a request and a
@@ -84,11 +87,29 @@ def enough(session: StorySession[Any, Any], *, limit: float,
     return "time" if time.monotonic() >= found + HYPOTHESIS_SHARE * (deadline - found) else None
 
 
+def tidied(actions: Sequence[A]) -> list[A]:
+    """``actions`` with every run of clock jumps made one jump of their sum (it lands where
+    the last of them did), and every fault healed right after it was switched on left out
+    (nothing ran under it); whether the story still breaks is for a replay to say."""
+    kept: list[Any] = []
+    for action in actions:
+        last = kept[-1] if kept else None
+        if (isinstance(action, FaultOff) and isinstance(last, FaultOn)
+                and last.fault == action.fault):
+            kept.pop()
+        elif isinstance(action, Clock) and isinstance(last, Clock):
+            why = " + ".join(w for w in (last.why, action.why) if w)
+            kept[-1] = Clock(seconds=last.seconds + action.seconds, why=why)
+        else:
+            kept.append(action)
+    return kept
+
+
 def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
                deadline: float) -> Failure[A]:
     """The shortest version of ``failure`` found by dropping steps before ``deadline``: first
-    the story of only the steps the checker cited (tried once even past the deadline), then
-    runs of steps, halving their length
+    the story of only the steps the checker cited, then that story ``tidied`` (each tried once
+    even past the deadline), then runs of steps, halving their length
     down to single steps, last run first; every drop after which the same property still
     breaks is kept, and the passes repeat until one drops nothing."""
     wanted = failure.broken
@@ -116,6 +137,9 @@ def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
     # Hypothesis's share of the time ran over (a slow machine makes every example longer).
     if len(cited) < len(actions) and attempt(cited, late=True):
         actions = cited
+    tidy = tidied(actions)
+    if len(tidy) < len(actions) and attempt(tidy, late=True):
+        actions = tidy
     progress = True
     while progress and time.monotonic() < deadline and not at_fewest(best, fewest):
         progress = False

@@ -44,13 +44,17 @@ from harness.explore._bodies import Fill, another_body, render
 from harness.explore._keys import KeyMaker, KeyPlan
 from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
 
-__all__ = ["RUNNING_STEPS", "SLOW_MS", "Planner", "can_retry_late", "keyless_alone",
-           "real_time_slow_ms"]
+__all__ = ["RUNNING_STEPS", "Planner", "can_retry_late", "keyless_alone", "real_time_slow_ms",
+           "slow_ms"]
 
-#: How long a slowed request runs: long enough to outlive the few steps that follow it (a
-#: step takes tens of milliseconds), short enough that waiting for it as the story ends does
-#: not dominate an example.
-SLOW_MS = 700
+#: How long a slowed request runs, in ordinary requests' measured latencies, within bounds: long
+#: enough to outlive the few steps that follow it, short enough that waiting for it as the story
+#: ends does not dominate an example.  At a fixed 700 ms that wait was over half of the correct
+#: reference server's exploration, whose steps take a few milliseconds (a crash, which ends the
+#: request anyway, a few hundred); a loaded machine or a slow target, whose steps are slower
+#: in proportion, gets up to the 700 ms every target had before.
+SLOW_LATENCIES = 40
+SLOW_MS_BOUNDS = (300, 700)
 #: For how many steps the planner takes a slowed request to be still running.
 RUNNING_STEPS = 3
 #: A stand-in key prefix: the planner asks the key rules about keys shaped like the real ones.
@@ -68,6 +72,12 @@ def can_retry_late(target: Target) -> bool:
 #: that draws it waits that long, twice (the wait, then the request), so only short leases
 #: (a heartbeat's few seconds) are worth it; in-flight-retry waits a lease of a minute once.
 EXPLORE_REAL_LEASE = 10.0
+
+
+def slow_ms(latency_ms: int) -> int:
+    """How long a slowed request runs where an ordinary one takes ``latency_ms``."""
+    shortest, longest = SLOW_MS_BOUNDS
+    return min(longest, max(shortest, SLOW_LATENCIES * latency_ms))
 
 
 def real_time_slow_ms(target: Target) -> int | None:
@@ -374,6 +384,7 @@ class Planner:
         """A slowed request; ``long`` ones run past the lease in real time, where only real
         time passes a lease (``real_time_slow_ms``)."""
         op, plan = self._plain(tenant, body)
-        delay = (real_time_slow_ms(self.target) or SLOW_MS) if long else SLOW_MS
+        ordinary = slow_ms(self.latency_ms)
+        delay = (real_time_slow_ms(self.target) or ordinary) if long else ordinary
         self._slowed.append((op, self._actions, delay))
         return self._drawn(Slow(id=op, tenant=tenant, key=plan, delay_ms=delay, body=body))

@@ -248,6 +248,20 @@ def test_a_late_retry_waits_out_a_short_lease_in_real_time_and_is_not_drawn_for_
     assert not can_retry_late(no_clock.with_promises(lease=300.0))
 
 
+def test_a_slowed_request_runs_a_number_of_the_targets_latencies_within_bounds() -> None:
+    """Long enough to outlive the steps after it, which take a few of the target's latencies,
+    and no longer: at a fixed 700 ms, waiting for it at the story's end was over half of a
+    fast target's exploration."""
+    def delay(latency_ms: int) -> int:
+        [slow] = Planner(REFERENCE, latency_ms=latency_ms).slow("a", BODY)
+        assert isinstance(slow, Slow)
+        return slow.delay_ms
+
+    assert delay(0) == delay(3) == 300  # a fast target on a quiet machine
+    assert delay(10) == 400  # the same on a loaded one
+    assert delay(50) == delay(1200) == 700  # a slow target: as before
+
+
 def test_a_slowed_request_outlives_its_lease_and_is_retried_once_it_has_answered() -> None:
     """zombie-original's story, drawn as one rule: a slowed request, past its lease on the
     clock while it runs (or, where only real time passes the lease, slowed past it), then its

@@ -19,10 +19,10 @@ from rich.console import Console
 
 from harness._outcomes import Progress, RunEvent, ScenarioFinished, ScenarioStarted
 from harness.explore import ExploreConfig, ReplayConfig, explore, replay
-from harness.explore._actions import Action, NewRequest, Retry
+from harness.explore._actions import Action, Clock, FaultOff, FaultOn, NewRequest, Retry
 from harness.explore._failure import Failure
 from harness.explore._keys import KeyPlan
-from harness.explore._minimise import STALL_ATTEMPTS, drop_steps, enough
+from harness.explore._minimise import STALL_ATTEMPTS, drop_steps, enough, tidied
 from harness.explore._report import outcome_of
 from harness.explore._session import Session
 from harness.explore._steps import StepRecord
@@ -115,6 +115,46 @@ def test_the_cited_steps_alone_are_tried_even_when_the_time_ran_over() -> None:
                                             play=play))
     best = drop_steps(session, failure, deadline=time.monotonic() - 1)
     assert played == [[steps[4].action]] and best.operations == 1
+
+
+def test_jumps_in_a_row_become_one_and_a_fault_healed_at_once_is_left_out() -> None:
+    """short-ttl's story at seed 1 kept ten steps: four jumps, each needed for their sum to
+    pass the retention (no single one could be dropped), and two faults switched on and healed
+    with nothing between.  Tidied, it is five, tried once even when the time ran over."""
+    charge = NewRequest(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), body=BODY)
+    story: list[Action] = [
+        FaultOn(fault="response-cut"), charge, FaultOff(fault="response-cut"),
+        FaultOn(fault="response-timeout"), FaultOff(fault="response-timeout"),
+        FaultOn(fault="request-latency"), Clock(seconds=700, why="a few minutes"),
+        Clock(seconds=700, why="a few minutes"),
+        Clock(seconds=34560, why="well within the retention"), Clock(seconds=700)]
+    tidy = tidied(story)
+    assert tidy == [FaultOn(fault="response-cut"), charge, FaultOff(fault="response-cut"),
+                    FaultOn(fault="request-latency"), Clock(
+                        seconds=36660, why="a few minutes + a few minutes + well within the "
+                                           "retention")]
+    assert tidied(tidy) == tidy
+    # A fault healed only after something ran under it stays, as do jumps apart.
+    apart: list[Action] = [FaultOn(fault="response-cut"), charge, FaultOff(fault="response-cut"),
+                           Clock(seconds=5), Retry(id="o1"), Clock(seconds=5)]
+    assert tidied(apart) == apart
+
+    steps = tuple(StepRecord(n, "step", "", action, first_event=n - 1, last_event=n)
+                  for n, action in enumerate(story, 1))
+    finding = Finding(property="P1", key="k", message="m", events=tuple(range(len(story))))
+    check = CheckResult({}, [finding], [])
+    played: list[list[Action]] = []
+
+    def play(actions: list[Action]) -> SimpleNamespace:
+        played.append(actions)
+        kept = tuple(StepRecord(n, "step", "", a) for n, a in enumerate(actions, 1))
+        return SimpleNamespace(failure=Failure(kept, (), check, ("P1",), None, None, 2))
+
+    session = cast(Session, SimpleNamespace(fewest_steps={}, problems_with=lambda _: [],
+                                            play=play))
+    best = drop_steps(session, Failure(steps, (), check, ("P1",), None, None, 1),
+                      deadline=time.monotonic() - 1)
+    assert played == [tidy] and best.operations == 5
 
 
 def test_the_live_line_shows_the_phase_and_the_example_count() -> None:

@@ -115,3 +115,15 @@ def test_once_a_story_failed_one_no_shorter_is_not_worth_the_wait() -> None:
     session.play([])  # as short as the failure: no telling, so no world is asked for
     assert session.confirmations == 0
     assert "a story as short already failed" in session.moved_clock[-1].message
+
+
+def test_the_first_sighting_with_a_moved_clock_is_kept_beside_the_first_failure() -> None:
+    """The time to the first failure had the moved clock been trusted (as before issue 23),
+    so that a failure confirmed only after a lease waited in real time can be compared."""
+    session = GivenVerdictSession([PASSED, doubted(TAKEOVER), broken(TAKEOVER)])
+    session.play([])
+    assert session.first_sighting is None
+    session.play([])
+    assert session.first_sighting is not None and session.first_sighting[0] == 2
+    assert session.first_failure is not None
+    assert session.first_failure[1] >= session.first_sighting[1]
