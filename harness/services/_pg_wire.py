@@ -160,13 +160,44 @@ class _Batch:
         return any(s.kinds or s.ends == "commit" for s in self.statements)
 
 
+class _Partial:
+    """The start of a message whose rest has not come yet, kept as the pieces it came in and
+    joined once the whole message is there: joined to every chunk as it came, a large message
+    (a big row, a long COPY) cost time quadratic in its number of chunks."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._wanted = 0  # the bytes the message needs in all (5 until its length is known)
+
+    def then(self, data: bytes) -> bytes | None:
+        """The kept bytes followed by ``data``; None while the message is still short (then
+        ``data`` is kept too)."""
+        if not self._pieces:
+            return data
+        self._pieces.append(data)
+        self._size += len(data)
+        if self._size < self._wanted:
+            return None
+        joined = b"".join(self._pieces)
+        self.keep(b"")
+        return joined
+
+    def keep(self, start: bytes) -> None:
+        """Keep ``start``, a message's first bytes (nothing, when empty)."""
+        self._pieces = [start] if start else []
+        self._size = len(start)
+        self._wanted = 1 + _LENGTH.unpack_from(start, 1)[0] if len(start) >= 5 else 5
+
+
 class PgConnection:
     """One connection's two byte streams, read in step; what to forward and what to answer."""
 
     def __init__(self) -> None:
         self._startup = True
-        self._client = bytearray()  # before the startup packet ends; then whole messages' tails
-        self._server = b""
+        self._startup_bytes = bytearray()  # before the startup packet ends
+        self._client = _Partial()
+        self._server = _Partial()
         self._prepared: dict[bytes, _Prepared] = {}
         self._portals: dict[bytes, tuple[_Prepared, bytes]] = {}
         self._open = _Batch()
@@ -193,7 +224,9 @@ class PgConnection:
             return data, b""
         if self._startup:
             return self._startup_packets(data)
-        buffer = bytes(self._client) + data if self._client else data
+        buffer = self._client.then(data)
+        if buffer is None:
+            return data, b""
         position, end = 0, len(buffer)
         unpack, read = _LENGTH.unpack_from, _READ_FROM_CLIENT
         while end - position >= 5:
@@ -208,25 +241,23 @@ class PgConnection:
             if kind in read:
                 self._client_message(kind, buffer, position + 5, stop)
             position = stop
-        if position < end and self.unreadable is None:
-            self._client = bytearray(buffer[position:])
-        elif self._client:
-            self._client = bytearray()
+        self._client.keep(buffer[position:] if self.unreadable is None else b"")
         return data, b""
 
     def _startup_packets(self, data: bytes) -> tuple[bytes, bytes]:
         """The untyped packets before protocol 3.0 starts: encryption requests are answered
         here, the startup message is passed on."""
-        self._client += data
+        waiting = self._startup_bytes
+        waiting += data
         forward, answer = bytearray(), bytearray()
-        while self._startup and len(self._client) >= 8:
-            length, code = struct.unpack_from("!ii", self._client)
+        while self._startup and len(waiting) >= 8:
+            length, code = struct.unpack_from("!ii", waiting)
             if length < 8:
                 return self._give_up("a startup packet shorter than 8 bytes", forward)
-            if len(self._client) < length:
+            if len(waiting) < length:
                 break
-            packet = bytes(self._client[:length])
-            del self._client[:length]
+            packet = bytes(waiting[:length])
+            del waiting[:length]
             if code in (SSL_REQUEST, GSS_REQUEST):
                 answer += b"N"  # no encryption: the link stays readable
                 continue
@@ -236,14 +267,15 @@ class PgConnection:
             if code != PROTOCOL_3:
                 return self._give_up(f"startup code {code} is not protocol 3.0", forward)
             self._startup = False
-        if not self._startup and self._client:  # typed messages right behind the startup
-            rest, self._client = bytes(self._client), bytearray()
+        if not self._startup and waiting:  # typed messages right behind the startup
+            rest = bytes(waiting)
+            waiting.clear()
             forward += self.from_client(rest)[0]
         return bytes(forward), bytes(answer)
 
     def _give_up(self, why: str, forward: bytearray) -> tuple[bytes, bytes]:
         self.unreadable = why
-        return bytes(forward + self._client), b""
+        return bytes(forward + self._startup_bytes), b""
 
     def _client_message(self, kind: int, buffer: bytes, start: int, stop: int) -> None:
         """The message whose body is ``buffer[start:stop]``, read in place."""
@@ -283,7 +315,9 @@ class PgConnection:
         segment too, however many chunks it came in."""
         if self.unreadable is not None:
             return [Segment(data)]
-        buffer = self._server + data if self._server else data
+        buffer = self._server.then(data)
+        if buffer is None:
+            return []
         segments: list[Segment] = []
         # start: the first byte not yet handed on (nor kept in _held); the bytes from start on
         # belong to ``batch``'s answer when it is held.
@@ -296,7 +330,6 @@ class PgConnection:
                 self.unreadable = f"a server message of length {length}"
                 segments.append(Segment(bytes(self._held) + buffer[start:]))
                 self._held.clear()
-                self._server = b""
                 return segments
             stop = position + 1 + length
             if stop > end:
@@ -332,7 +365,7 @@ class PgConnection:
                 self._held += buffer[start:position]
             else:
                 segments.append(Segment(buffer[start:position]))
-        self._server = buffer[position:] if position < end else b""
+        self._server.keep(buffer[position:])
         return segments
 
     def _server_message(self, kind: int, buffer: bytes, start: int, stop: int,

@@ -359,6 +359,22 @@ def test_a_write_s_acknowledgement_is_one_segment_however_the_bytes_are_cut() ->
         assert [c.kinds for c in committed] == [("INSERT",)] and committed[0].mentions("key7")
 
 
+def test_a_statement_s_key_is_read_however_the_client_s_bytes_are_cut() -> None:
+    """The client's bytes pass on as they come; the reader keeps a message's start until the
+    rest arrives (as pieces, joined once: joined to every chunk, a large message cost time
+    quadratic in its chunks), so the key its parameters carry is found all the same."""
+    startup, started, batch, ack, _after = _pg_exchange()
+    cuts = [[batch[:i], batch[i:]] for i in range(len(batch) + 1)]
+    cuts.append([batch[i:i + 1] for i in range(len(batch))])
+    for chunks in cuts:
+        connection = PgConnection()
+        connection.from_client(startup)
+        connection.from_server(started)
+        assert [connection.from_client(chunk) for chunk in chunks] == [(c, b"") for c in chunks]
+        committed = [s.committed for s in connection.from_server(ack) if s.committed is not None]
+        assert len(committed) == 1 and committed[0].mentions("key7"), chunks
+
+
 @dataclass
 class _Recorded:
     """Where a connection's bytes went: a transport's ``write``, nothing else."""
