@@ -22,7 +22,7 @@ from harness.explore import (
     load_story,
     replay,
 )
-from harness.explore._actions import Action, Clock, NewRequest, Retry, Slow, Wait
+from harness.explore._actions import Action, Clock, Crash, NewRequest, Retry, Reuse, Slow, Wait
 from harness.explore._keys import KeyPlan
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
@@ -100,12 +100,23 @@ SHARED_KEY = hand_written(
     NewRequest(id="o2", tenant="b", key=KeyPlan(name="k1"), body=BODY),
 )
 
+#: A crash after the claim, then the key reused with another body: the reuse's 422 answers the
+#: reuse, not the crashed charge, which the clients still settle past the lease (it was taken
+#: as answered, and ledger_sqlite's no-lease was missed).
+CRASH_THEN_REUSE = hand_written(
+    Crash(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), point="after-claim",
+          body=BODY),
+    Reuse(id="o1", change="field", field="amount", body={**BODY, "amount": BODY["amount"] + 1}),
+)
+
 
 @pytest.mark.parametrize(("story", "flaw", "expected"), [
     (TAKEOVER, None, None),
     (TAKEOVER, "no-fencing", "P1"),
     (SHARED_KEY, None, None),
     (SHARED_KEY, "no-tenant-scope", "P8"),
+    (CRASH_THEN_REUSE, None, None),
+    (CRASH_THEN_REUSE, "stuck-after-crash", "P9"),
 ])
 def test_a_story_holds_on_the_correct_server_and_breaks_the_flaw_it_is_about(
         toxiproxy_server: ToxiproxyServer, tmp_path: Path, story: Story, flaw: str | None,
