@@ -470,16 +470,26 @@ class World:
         (ledger_sqlite's no-lease missed at seed 1)."""
         view = View(self.history.events())
         since = max((c.time for c in view.crashes), default=-1.0)
-        promises = self.target.promises
-        retention = promises.retention
+        retention = self.target.promises.retention
         return [
             operation for operation in self._operations.values()
             if (retention is None or self._moved - operation.born <= retention)
-            and not any(a.completion is not None and a.invoke.time > since
-                        and not (a.invoke.label or "").startswith(REUSE)
-                        and is_final(a.completion, promises, errors=operation.errors)
-                        for a in view.by_identity.get(operation.identity, []))
+            and not self._answered(operation, view, since)
         ]
+
+    def _answered(self, operation: _Operation, view: View, since: float) -> bool:
+        """Has ``operation`` a final answer from an attempt sent after ``since``?  One whose
+        request died or failed needs it from the attempt that ended last: P9 judges its key's
+        convergence by the answers after the incident, and a retry lost in a network fault
+        left that unknown where the handler's error was itself final (stored_errors)."""
+        attempts = [a for a in view.by_identity.get(operation.identity, [])
+                    if a.invoke.time > since and not a.label.startswith(REUSE)]
+        if operation.died and attempts:
+            attempts = [max(attempts, key=lambda a: a.end_time)]
+        promises = self.target.promises
+        return any(a.completion is not None
+                   and is_final(a.completion, promises, errors=operation.errors)
+                   for a in attempts)
 
     def _retry_unanswered(self, operations: list[_Operation]) -> list[tuple[_Operation, Event]]:
         """Retry each operation until answered; return each with its last answer."""

@@ -22,7 +22,19 @@ from harness.explore import (
     load_story,
     replay,
 )
-from harness.explore._actions import Action, Clock, Crash, NewRequest, Retry, Reuse, Slow, Wait
+from harness.explore._actions import (
+    Action,
+    Clock,
+    Crash,
+    FaultOff,
+    FaultOn,
+    HandlerFault,
+    NewRequest,
+    Retry,
+    Reuse,
+    Slow,
+    Wait,
+)
 from harness.explore._keys import KeyPlan
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
@@ -195,6 +207,25 @@ def test_a_finding_only_a_jump_shows_is_a_note_on_a_lease_renewed_while_it_runs(
     if took_over:
         assert any(n.startswith("seen only with a moved clock, not confirmed")
                    for n in notes), notes
+
+
+def test_a_failed_request_whose_retry_was_lost_in_a_fault_is_retried_as_the_clients_settle(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """stored_errors stores the handler's 500 as the key's final answer; a retry lost in a
+    connection reset left P9 (does the key converge after the error?) without an answer, and
+    the exploration undecided.  The clients retry until the retry is answered too."""
+    body = {"amount": 100, "currency": "usd", "customer": "c"}
+    story = hand_written(
+        HandlerFault(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"),
+                     fault="exception", body=body),
+        FaultOn(fault="request-reset"), Retry(id="o1"), FaultOff(fault="request-reset"))
+    done = replay(story, ReplayConfig(target=corpus_target("stored_errors"),
+                                      report_dir=tmp_path, toxiproxy=toxiproxy_server))
+    outcome = done.result.outcomes[0]
+    assert done.result.verdict == "pass", (done.result.findings, outcome.reason)
+    retried = [e for e in outcome.events
+               if e.f == "request" and e.type != "invoke" and e.label == "retry"]
+    assert retried[-1].status == 500, retried  # the stored error, replayed
 
 
 def test_the_commands_explore_then_replay_with_exit_codes_like_run(
