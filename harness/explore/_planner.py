@@ -52,7 +52,7 @@ __all__ = ["RUNNING_STEPS", "Planner", "can_retry_late", "keyless_alone", "real_
 #: ends does not dominate an example.  At a fixed 700 ms that wait was over half of the correct
 #: reference server's exploration, whose steps take a few milliseconds (a crash, which ends the
 #: request anyway, a few hundred); a loaded machine or a slow target, whose steps are slower
-#: in proportion, gets up to the 700 ms every target had before.
+#: in proportion, gets up to the 700 ms every target had before (``slow_ms``).
 SLOW_LATENCIES = 40
 SLOW_MS_BOUNDS = (300, 700)
 #: For how many steps the planner takes a slowed request to be still running.
@@ -74,9 +74,16 @@ def can_retry_late(target: Target) -> bool:
 EXPLORE_REAL_LEASE = 10.0
 
 
-def slow_ms(latency_ms: int) -> int:
-    """How long a slowed request runs where an ordinary one takes ``latency_ms``."""
+def slow_ms(target: Target, latency_ms: int) -> int:
+    """How long a slowed request runs on ``target``, where an ordinary request takes
+    ``latency_ms``.  The longest bound where the steps wait fixed times of their own: the
+    slowed request's step waits up to half its delay when the target cannot say it holds the
+    key, and a faketime jump first waits for late writes (at 300 ms, redis_store's slowed
+    request was over before the jump past its lease landed)."""
     shortest, longest = SLOW_MS_BOUNDS
+    size = target.hooks.store_size
+    if target.clock is not None or size is None or not size.reports_in_progress:
+        return longest
     return min(longest, max(shortest, SLOW_LATENCIES * latency_ms))
 
 
@@ -384,7 +391,7 @@ class Planner:
         """A slowed request; ``long`` ones run past the lease in real time, where only real
         time passes a lease (``real_time_slow_ms``)."""
         op, plan = self._plain(tenant, body)
-        ordinary = slow_ms(self.latency_ms)
+        ordinary = slow_ms(self.target, self.latency_ms)
         delay = (real_time_slow_ms(self.target) or ordinary) if long else ordinary
         self._slowed.append((op, self._actions, delay))
         return self._drawn(Slow(id=op, tenant=tenant, key=plan, delay_ms=delay, body=body))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 
 from harness import KeySpec
 from harness._history import Event
-from harness._target import Endpoint, Target
+from harness._target import ClockSpec, Endpoint, Target
 from harness.explore._actions import (
     Action,
     Clock,
@@ -251,15 +251,19 @@ def test_a_late_retry_waits_out_a_short_lease_in_real_time_and_is_not_drawn_for_
 def test_a_slowed_request_runs_a_number_of_the_targets_latencies_within_bounds() -> None:
     """Long enough to outlive the steps after it, which take a few of the target's latencies,
     and no longer: at a fixed 700 ms, waiting for it at the story's end was over half of a
-    fast target's exploration."""
-    def delay(latency_ms: int) -> int:
-        [slow] = Planner(REFERENCE, latency_ms=latency_ms).slow("a", BODY)
+    fast target's exploration.  Where the steps wait fixed times of their own, as before."""
+    def delay(latency_ms: int, target: Target = REFERENCE) -> int:
+        [slow] = Planner(target, latency_ms=latency_ms).slow("a", BODY)
         assert isinstance(slow, Slow)
         return slow.delay_ms
 
     assert delay(0) == delay(3) == 300  # a fast target on a quiet machine
     assert delay(10) == 400  # the same on a loaded one
     assert delay(50) == delay(1200) == 700  # a slow target: as before
+    unobserved = REFERENCE.model_copy(update={"hooks": REFERENCE.hooks.model_copy(
+        update={"store_size": None})})  # the slowed request's step waits half its delay
+    faketime = REFERENCE.model_copy(update={"clock": ClockSpec(kind="faketime")})
+    assert delay(3, unobserved) == delay(3, faketime) == 700  # a jump waits for late writes
 
 
 def test_a_slowed_request_outlives_its_lease_and_is_retried_once_it_has_answered() -> None:
