@@ -135,8 +135,9 @@ class StorySession(ABC, Generic[A, W]):
         self.steps = 0  # drawn steps performed, over every example
         self.improved_at = 0  # the example that last made the shortest story shorter
         self.first_failure: tuple[int, float] | None = None
-        #: When a moved clock first showed a finding (examples, seconds): the first failure,
-        #: had the moved clock been trusted, before the real-time telling confirmed it.
+        #: When a moved clock first showed a finding before any story failed (examples,
+        #: seconds): the first failure, had the moved clock been trusted, before the
+        #: real-time telling confirmed it.
         self.first_sighting: tuple[int, float] | None = None
         self.best: Failure[A] | None = None
         self.undecided: list[str] = []
@@ -289,7 +290,7 @@ class StorySession(ABC, Generic[A, W]):
             self._fail(world, result, properties, events, broke_at=broke_at, moved_clock=True)
         elif not world.doubted:
             world.doubted = list(result.unconfirmed)
-            if self.first_sighting is None:
+            if self.first_sighting is None and self.first_failure is None:
                 self.first_sighting = (self.examples, time.monotonic() - self.started)
 
     def _confirm(self, world: W) -> None:

@@ -127,3 +127,8 @@ def test_the_first_sighting_with_a_moved_clock_is_kept_beside_the_first_failure(
     assert session.first_sighting is not None and session.first_sighting[0] == 2
     assert session.first_failure is not None
     assert session.first_failure[1] >= session.first_sighting[1]
+    # Once a story has failed, a sighting is no longer a first failure.
+    later = GivenVerdictSession([broken(TAKEOVER), doubted(LOST)])
+    later.play([])
+    later.play([])
+    assert later.first_failure is not None and later.first_sighting is None
