@@ -24,6 +24,7 @@ from harness._target import Endpoint, Target, placeholders
 
 __all__ = [
     "QUERY_PROBE",
+    "REUSE_LABEL",
     "FieldPath",
     "Variation",
     "field_changes",
@@ -36,6 +37,8 @@ __all__ = [
 
 #: The query string a query variation adds (a parameter no service reads).
 QUERY_PROBE = "idem_probe=1"
+#: How the history's label of a request reusing a key with one change begins (then the change).
+REUSE_LABEL = "reuse:"
 
 FieldPath = tuple[str, ...]
 
@@ -52,7 +55,7 @@ class Variation:
 
     @property
     def label(self) -> str:
-        return f"reuse:{self.change}"
+        return f"{REUSE_LABEL}{self.change}"
 
 
 def _leaves(template: Any, path: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:

@@ -27,6 +27,7 @@ from harness._nemesis import fault_named
 from harness._oracle import record_total
 from harness._scenario import ScenarioContext
 from harness._target import ErrorPolicy, keyless_counting
+from harness._variations import REUSE_LABEL
 from harness.explore._actions import (
     Action,
     AfterWriteFault,
@@ -65,8 +66,6 @@ __all__ = ["CAREFUL_CLIENT", "World"]
 
 #: The explorer's clients retry as a careful client does, but briskly: a story ends in seconds.
 CAREFUL_CLIENT = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.1)
-#: The label of a request that reuses an operation's key with another body (then what changed).
-REUSE = "reuse:"
 #: How many times the oracle is asked again when answers keep landing while it is asked.
 LOOKS = 5
 #: How long a healed database fault may take to stop showing, and how many answers in a row
@@ -161,7 +160,7 @@ class World:
                 operation = self._operations[action.id]
                 what = f"field:{action.field}" if action.change == "field" else action.change
                 changed = replace(operation.request, body=action.body, path=action.path,
-                                  method=action.method, label=f"{REUSE}{what}")
+                                  method=action.method, label=f"{REUSE_LABEL}{what}")
                 if action.change in ("path", "method"):  # a story saved before issue 13
                     changed = replace(changed, body=operation.request.body)
                 return self._answer(self._again(operation, changed)), operation.identity
@@ -309,7 +308,7 @@ class World:
         connection of its own: the second meets the original still running when the delay is
         inside the target's latency (the checker reads from the times whether it did)."""
         second = (replace(request, label="retry") if action.second == "retry"
-                  else replace(request, body=action.other_body, label=f"{REUSE}body"))
+                  else replace(request, body=action.other_body, label=f"{REUSE_LABEL}body"))
         answers = self.context.concurrently([request, second], stagger=action.after_ms / 1000,
                                             timeout=self._timeout())
         self._operations[action.id].attempts = 2
@@ -483,7 +482,7 @@ class World:
         convergence by the answers after the incident, and a retry lost in a network fault
         left that unknown where the handler's error was itself final (stored_errors)."""
         attempts = [a for a in view.by_identity.get(operation.identity, [])
-                    if a.invoke.time > since and not a.label.startswith(REUSE)]
+                    if a.invoke.time > since and not a.label.startswith(REUSE_LABEL)]
         if operation.died and attempts:
             attempts = [max(attempts, key=lambda a: a.end_time)]
         promises = self.target.promises

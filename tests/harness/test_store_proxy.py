@@ -339,18 +339,28 @@ def _pg_exchange() -> tuple[bytes, bytes, bytes, bytes, bytes]:
     return startup, started, batch, ack, after
 
 
+def _cuts(data: bytes) -> list[list[bytes]]:
+    """``data`` cut in two at every point, and cut into single bytes."""
+    return [*([data[:i], data[i:]] for i in range(len(data) + 1)),
+            [data[i:i + 1] for i in range(len(data))]]
+
+
+def _connected(startup: bytes, started: bytes) -> PgConnection:
+    """A connection past its startup exchange."""
+    connection = PgConnection()
+    connection.from_client(startup)
+    connection.from_server(started)
+    return connection
+
+
 def test_a_write_s_acknowledgement_is_one_segment_however_the_bytes_are_cut() -> None:
     """The reader keeps a message's tail and a held answer across chunks: cut anywhere, the
     server's bytes come out whole and in order, and the write's acknowledgement is one
     segment, found with the key its parameters carried."""
     startup, started, batch, ack, after = _pg_exchange()
     answer = ack + after
-    cuts = [[answer[:i], answer[i:]] for i in range(len(answer) + 1)]
-    cuts.append([answer[i:i + 1] for i in range(len(answer))])
-    for chunks in cuts:
-        connection = PgConnection()
-        connection.from_client(startup)
-        connection.from_server(started)
+    for chunks in _cuts(answer):
+        connection = _connected(startup, started)
         connection.from_client(batch)
         segments = [segment for chunk in chunks for segment in connection.from_server(chunk)]
         assert b"".join(s.data for s in segments) == answer
@@ -364,12 +374,8 @@ def test_a_statement_s_key_is_read_however_the_client_s_bytes_are_cut() -> None:
     rest arrives (as pieces, joined once: joined to every chunk, a large message cost time
     quadratic in its chunks), so the key its parameters carry is found all the same."""
     startup, started, batch, ack, _after = _pg_exchange()
-    cuts = [[batch[:i], batch[i:]] for i in range(len(batch) + 1)]
-    cuts.append([batch[i:i + 1] for i in range(len(batch))])
-    for chunks in cuts:
-        connection = PgConnection()
-        connection.from_client(startup)
-        connection.from_server(started)
+    for chunks in _cuts(batch):
+        connection = _connected(startup, started)
         assert [connection.from_client(chunk) for chunk in chunks] == [(c, b"") for c in chunks]
         committed = [s.committed for s in connection.from_server(ack) if s.committed is not None]
         assert len(committed) == 1 and committed[0].mentions("key7"), chunks
