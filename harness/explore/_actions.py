@@ -251,14 +251,20 @@ class FaultOff(_Action):
 
 
 class Clock(_Action):
-    """The target's clock moved forward; ``why`` says where that lands (past the lease...)."""
+    """The target's clock moved forward; ``why`` says where that lands (past the lease...).
+    After a jump the target's cleanup job runs (its hook, if it has one), unless ``cleanup``
+    is false: then an expired key is still in its table, as it is between two runs of a real
+    cron job."""
 
     op: Literal["clock"] = "clock"
     seconds: float = Field(gt=0)
     why: str = ""
+    cleanup: bool = True
 
     def text(self) -> str:
         note = f"  # {self.why}" if self.why else ""
+        if not self.cleanup:
+            note = f"{note or '  #'}, before the cleanup job runs"
         return f"state.advance_clock({self.seconds:g}){note}"
 
 

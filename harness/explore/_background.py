@@ -31,14 +31,19 @@ RUNNING = "still running"
 #: How long to let a slowed request reach a target that cannot say it holds the key (the
 #: scenarios' pause for the same case).
 UNOBSERVED_PAUSE = 0.3
+#: A slowed request answered with success before this share of its delay was not held by the
+#: target's slow hook for as long as it was asked to be.
+HELD_SHARE = 0.9
 
 
 @dataclass(frozen=True)
 class _Pending:
     step: StepRecord[Action]
     seconds: float
+    delay_ms: int
     thread: threading.Thread
     result: list[Event]
+    held: list[float]  # seconds from sending to the answer, once answered
 
 
 class Background:
@@ -53,12 +58,17 @@ class Background:
         slowed = self.context.slowed(request, delay_ms)
         before = self._in_progress()
         result: list[Event] = []
+        held: list[float] = []
         process = f"s{len(self._pending)}"
-        thread = threading.Thread(
-            target=lambda: result.append(
-                self.context.send(slowed, process=process, timeout=timeout)),
-            daemon=True)
-        self._pending.append(_Pending(step, timeout, thread, result))
+
+        def send() -> None:
+            began = time.monotonic()
+            answer = self.context.send(slowed, process=process, timeout=timeout)
+            held.append(time.monotonic() - began)
+            result.append(answer)
+
+        thread = threading.Thread(target=send, daemon=True)
+        self._pending.append(_Pending(step, timeout, delay_ms, thread, result, held))
         thread.start()
         if before is None:  # the target cannot say: give the request a moment to arrive
             thread.join(timeout=min(UNOBSERVED_PAUSE, delay_ms / 2000))
@@ -85,6 +95,18 @@ class Background:
         """The steps whose slowed request has been answered since they were last told."""
         return [(p.step, p.result[0]) for p in self._pending
                 if p.result and p.step.response == RUNNING]
+
+    def held_short(self) -> list[str]:
+        """The slowed requests the target answered with success well before their delay: its
+        slow hook did not hold them as long as asked (a cap of its own), so the steps that
+        needed them still running did not meet them.  A refusal or a lost connection ends a
+        slowed request early by right; a success means the handler was not held."""
+        return [f"step {p.step.number}'s slowed request was answered {p.result[0].status} after "
+                f"{p.held[0]:.1f} s of the {p.delay_ms / 1000:g} s it was slowed for"
+                for p in self._pending
+                if p.result and p.held and p.result[0].status is not None
+                and 200 <= p.result[0].status < 300
+                and p.held[0] < HELD_SHARE * p.delay_ms / 1000]
 
     def join(self) -> None:
         """Wait for every slowed request to end (each within its own timeout)."""

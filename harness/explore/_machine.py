@@ -76,10 +76,10 @@ class _Machine(RuleBasedStateMachine):
     def burst(self, tenant: str, copies: int, body: Any) -> None:
         self._do(self.plan.burst(tenant, copies, body))
 
-    def burst_again(self, pick: int, copies: int) -> None:
-        """An earlier operation's key again, as copies released together: after its retention
-        has run out, at most one of them may execute."""
-        self._do(self.plan.burst_again(pick, copies))
+    def burst_again(self, pick: int, copies: int, expired: bool) -> None:
+        """An earlier operation's key again, as copies released together, maybe once its
+        retention has run out: then at most one of them may execute."""
+        self._do(self.plan.burst_again(pick, copies, expired))
 
     def overlap(self, tenant: str, body: Any, fraction: float, reuse: bool, fill: Fill) -> None:
         """A request and its retry (or its key with another body) timed inside the target's
@@ -150,6 +150,7 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
     target = draw.target
     # Keyless charges counted as a difference of totals: the request must run alone.
     keyless_when = (lambda m: m.plan.running() is None) if keyless_alone(target) else None
+    expires_on_the_clock = target.moves_clock and target.promises.retention is not None
     operations = {
         "request": _Operation({"draft": draw.drafts}),
         "send_again": _Operation({"again": draw.agains}, lambda m: bool(m.plan.retryable())),
@@ -166,7 +167,9 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
                                     "long": (st.booleans() if real_time_slow_ms(target)
                                              else st.just(False))}),
         "burst_again": _Operation({"pick": st.sampled_from(RECENT_FIRST),
-                                   "copies": st.integers(2, MAX_BURST)},
+                                   "copies": st.integers(2, MAX_BURST),
+                                   "expired": (st.booleans() if expires_on_the_clock
+                                               else st.just(False))},
                                   lambda m: bool(m.plan.retryable())),
         "handler_error": _Operation({"tenant": draw.tenants,
                                      "fault": st.sampled_from(draw.handler_faults or ["-"]),

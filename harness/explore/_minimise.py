@@ -99,7 +99,8 @@ def tidied(actions: Sequence[A]) -> list[A]:
             kept.pop()
         elif isinstance(action, Clock) and isinstance(last, Clock):
             why = " + ".join(w for w in (last.why, action.why) if w)
-            kept[-1] = Clock(seconds=last.seconds + action.seconds, why=why)
+            kept[-1] = Clock(seconds=last.seconds + action.seconds, why=why,
+                             cleanup=action.cleanup)
         else:
             kept.append(action)
     return kept

@@ -42,7 +42,7 @@ from harness.explore._actions import (
 )
 from harness.explore._bodies import Fill, another_body, render
 from harness.explore._keys import KeyMaker, KeyPlan
-from harness.explore._strategies import PAST_THE_LEASE, KeyChoice
+from harness.explore._strategies import PAST_THE_LEASE, KeyChoice, past_the_retention
 
 __all__ = ["RUNNING_STEPS", "Planner", "can_retry_late", "keyless_alone", "real_time_slow_ms",
            "slow_ms"]
@@ -336,9 +336,20 @@ class Planner:
         op, plan = self._plain(tenant, body)
         return self._drawn(Burst(id=op, tenant=tenant, key=plan, copies=copies, body=body))
 
-    def burst_again(self, pick: int, copies: int) -> list[Action]:
-        """An earlier operation's request again, as copies released together."""
-        return self._drawn(BurstAgain(id=self._target_op(pick).id, copies=copies))
+    def burst_again(self, pick: int, copies: int, expired: bool = False) -> list[Action]:
+        """An earlier operation's request again, as copies released together; ``expired``,
+        once a jump has taken the clock past its retention (the catalog's expired burst, drawn
+        as one rule: an old key, a jump past the retention and its copies rarely meet by
+        chance).  The key is still in the table then (the cleanup job, if the target has one,
+        has not run): a key the job deleted is a new key, which ``burst`` draws.  Without the
+        jump where the store that keeps the clock is down."""
+        again = BurstAgain(id=self._target_op(pick).id, copies=copies)
+        retention = self.target.promises.retention
+        if expired and retention is not None and self.target.moves_clock and self.database_up():
+            seconds, why = past_the_retention(retention)
+            self._moved += seconds
+            return self._drawn(Clock(seconds=seconds, why=why, cleanup=False), again)
+        return self._drawn(again)
 
     def overlap(self, tenant: str, body: Any, fraction: float, reuse: bool,
                 fill: Fill) -> list[Action]:

@@ -84,6 +84,17 @@ class Session(StorySession[Action, World]):
         return in_real_time(steps, events, lease=self.target.promises.lease,
                             keys=keys_of(doubted))
 
+    def told_in_vain(self, told: World) -> str:
+        """The plain reason, or that a slowed request came back before it was meant to: a
+        target whose slow hook caps its delay cannot keep a request running through a real
+        wait, so its telling tested nothing (a corpus service's 30 s cap did so to every
+        takeover of a 30 s lease)."""
+        short = told.held_short()
+        if not short:
+            return super().told_in_vain(told)
+        return (f"the story told again in real time did not happen as drawn: {'; '.join(short)}"
+                f" (does the target's slow hook cap its delay?)")
+
     def measure_latency(self) -> int:
         """Measure an ordinary request's latency (the median of a few, each with a fresh key,
         in a history of their own that no example keeps)."""

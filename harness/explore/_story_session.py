@@ -174,6 +174,11 @@ class StorySession(ABC, Generic[A, W]):
         actions: it cannot be told so, ``why`` says why)."""
         return RealTimeStory(None, why="this front end cannot tell a story in real time")
 
+    def told_in_vain(self, told: W) -> str:
+        """Why a story told again in real time did not break the doubted properties (a front
+        end adds what kept the telling from happening as drawn)."""
+        return "the story told again in real time did not break it"
+
     # ---- examples ----------------------------------------------------------------------------
 
     def begin(self) -> W:
@@ -316,7 +321,7 @@ class StorySession(ABC, Generic[A, W]):
                 self._fail(world, None, tuple(PROPERTIES.ids()), failure_events, broke_at=None,
                            moved_clock=True, doubted=world.doubted)
                 return
-            why = "the story told again in real time did not break it"
+            why = self.told_in_vain(told)
         for finding in world.doubted:
             self.moved_clock.append(Note(
                 finding.property, finding.key,

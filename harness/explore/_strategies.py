@@ -21,7 +21,7 @@ from harness.explore._bodies import Fill, render
 from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds
 
 __all__ = ["AGAIN", "OVERLAP_FRACTIONS", "PAST_THE_LEASE", "RECENT_FIRST", "Again", "BadBody",
-           "Draft", "KeyChoice", "Strategies", "clock_steps"]
+           "Draft", "KeyChoice", "Strategies", "clock_steps", "past_the_retention"]
 
 #: How far past the promised lease a jump goes: beyond the checker's slack for clock skew.
 PAST_THE_LEASE = LEASE_SLACK + 3.0
@@ -102,11 +102,19 @@ def clock_steps(*, lease: float | None, retention: float | None) -> list[tuple[f
                 (172_800.0, "two days")]
     if retention > 1400:
         steps.append((700.0, "a few minutes"))
-    margin = float(max(60, int(retention // 24)))
-    steps += [(float(int(retention * 0.4)), "well within the retention"),
-              (retention - margin, "just within the retention"),
-              (retention + margin, "past the retention")]
-    return steps
+    margin = _retention_margin(retention)
+    return [*steps, (float(int(retention * 0.4)), "well within the retention"),
+            (retention - margin, "just within the retention"), past_the_retention(retention)]
+
+
+def _retention_margin(retention: float) -> float:
+    return float(max(60, int(retention // 24)))
+
+
+def past_the_retention(retention: float) -> tuple[float, str]:
+    """The jump that takes a key just made past ``retention``: far enough past it that the
+    harness's and the target's clocks agree which side a retry falls."""
+    return retention + _retention_margin(retention), "past the retention"
 
 
 class Strategies:

@@ -217,7 +217,8 @@ class World:
             case FaultOff():
                 return self._switch(action.fault, on=False), None
             case Clock():
-                return self._advance_clock(action.seconds, observe=not record.settle), None
+                return self._advance_clock(action.seconds, observe=not record.settle,
+                                           cleanup=action.cleanup), None
             case Crash():
                 request = self._new_operation(action.id, action.tenant, action.key, action.body,
                                               label=f"crash:{action.point}")
@@ -345,16 +346,20 @@ class World:
     def _answer(self, event: Event) -> str:
         return answer_text(event, self.target.promises)
 
-    def _advance_clock(self, seconds: float, *, observe: bool) -> str | None:
-        """Move the target's clock, run its cleanup, and read its key table: the evidence for
-        P11, unless the story renewed a key (see ``_note_renewal``) or the clients are only
-        settling."""
+    def _advance_clock(self, seconds: float, *, observe: bool,
+                       cleanup: bool = True) -> str | None:
+        """Move the target's clock, run its cleanup (unless told not to), and read its key
+        table: the evidence for P11, unless the story renewed a key (see ``_note_renewal``),
+        the cleanup job the target relies on did not run, or the clients are only settling."""
         self.context.advance_clock(seconds)
         self._moved += seconds
-        if self.target.hooks.cleanup is not None:
+        has_job = self.target.hooks.cleanup is not None
+        if has_job and cleanup:
             self.deployment.cleanup()
         if not self._watches_storage or not observe:
             return None
+        if has_job and not cleanup:
+            return "key table not read: the cleanup job has not run since the jump"
         if self._renewed:
             return "key table not read: a key was sent again after its retention"
         rows = self._table_rows()
@@ -419,6 +424,11 @@ class World:
                 wanted.append(event.identity)
         self._observed = len(events)
         return wanted
+
+    def held_short(self) -> list[str]:
+        """The slowed requests the target answered with success before their delay was out
+        (``Background.held_short``)."""
+        return self._background.held_short()
 
     def _background_answer(self, completion: Event) -> str:
         during = next((s.number for s in self.steps
