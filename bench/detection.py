@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import ast
 import random
+import signal
+import sys
 import tempfile
 import time
 import tomllib
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness._errors import HarnessError
+from harness._interrupts import Interrupted, interrupt_on_signals
 from harness._outcomes import RunResult
 from harness._profiles import get_profile
 from harness._runner import RunConfig, run_scenarios
@@ -48,7 +51,6 @@ from harness.consumer import ConsumerScenario, ConsumerTarget, run_target, share
 from harness.explore import ExploreConfig, explore
 from harness.reports import ReportDirectory
 from harness.services._postgres import start_postgres
-from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.targets._loader import load_target
 from harness.targets._reference import reference_target
@@ -215,6 +217,8 @@ def main() -> None:
                     except HarnessError as exc:
                         print(f"  {row.name} {row.flaw or 'correct'} {front}: {exc}", flush=True)
                         result = None
+                    if result is not None and result.verdict == "incomplete":
+                        raise Interrupted(signal.Signals[result.stopped_by or "SIGINT"])
                     verdict, found = outcome(row, result)
                     tally[front][verdict] += 1
                     if verdict == "caught":
@@ -237,5 +241,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
-    main()
+    # SIGINT and SIGTERM stop the row in progress, which reports itself incomplete (an
+    # exploration stopped by SystemExit instead had Hypothesis print a FlakyFailure); the
+    # services the bench started are stopped on the way out.
+    interrupt_on_signals()
+    try:
+        main()
+    except Interrupted as stop:
+        print(f"\ndetection bench {stop}", file=sys.stderr)
+        sys.exit(stop.exit_code)
