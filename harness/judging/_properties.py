@@ -8,7 +8,7 @@ ledger holds, and why that breaks the property.  Ids and meanings are those of
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -1059,6 +1059,26 @@ def _live_at(attempts: Sequence[Attempt], when: float, horizon: float) -> bool:
                             or any(a.end is None or a.end > horizon for a in begun))
 
 
+def _expiry_evidence(view: View, keyed: Iterable[Sequence[Attempt]], observation: Event,
+                     horizon: float) -> tuple[int, ...]:
+    """What shows that a key table kept expired keys: the first request of each expired key
+    and the answer that ended its last one (a story cut down to its evidence waits for it, so
+    the key is not still in progress when the clock jumps), the clock jumps that aged them
+    (none made while one of those first requests ran, which would make the finding one a moved
+    clock alone showed), and the reading.  A story cut down to its evidence then still makes
+    and ages the keys (no-cleanup's story at seed 5 stayed at 14 steps when only the reading
+    was cited)."""
+    expired = [attempts for attempts in keyed
+               if attempts[0].invoke.time <= observation.time
+               and not _live_at(attempts, observation.time, horizon)]
+    ends = [a.completion.index for attempts in expired for a in attempts[-1:]
+            if a.completion is not None]
+    during = {j.index for attempts in expired for j in view.jumps_during(attempts[0])}
+    jumps = [j.index for j in view.jumps if j.time <= observation.time and j.index not in during]
+    return tuple(sorted({*(a[0].invoke.index for a in expired), *ends, *jumps,
+                         observation.index}))
+
+
 @prop("P11", "bounded storage: expired keys are removed")
 def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
     retention = options.promises.retention
@@ -1083,4 +1103,5 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
                           f"the key table holds {rows} rows {format_duration(now - start)} into "
                           f"the run, but only {live} keys are within the retention of "
                           f"{format_duration(retention)}: expired keys are not removed and the "
-                          "table grows without bound", (observation.index,))
+                          "table grows without bound",
+                          _expiry_evidence(view, keyed.values(), observation, horizon))

@@ -363,6 +363,30 @@ def test_p11_fails_when_the_table_keeps_every_key() -> None:
     assert "grows without bound" in only_finding(story, "P11")
 
 
+def test_p11_cites_the_expired_keys_requests_and_the_jumps_that_aged_them() -> None:
+    """A story cut down to a finding's evidence must still make and age the keys: with only
+    the reading cited, no-cleanup's story at seed 5 stayed at 14 steps.  The first request of
+    each expired key, the answer that ended its last one, and every jump up to the reading,
+    except one made while such a first request ran (that would make it moved-clock evidence);
+    never the key still within the retention."""
+    story = Story()
+    slow = story.invoke("k1")
+    during = story.history.events()[-1].index + 1
+    story.clock(35)
+    done = story.answer(slow, 201, resource="ch_1")
+    retry = story.attempt("k1", 201, resource="ch_1", attempt=2)
+    story.clock(25 * 3600)
+    aged = story.history.events()[-1].index
+    fresh = story.attempt("k2", 201, resource="ch_2")
+    story.store_size(2)
+    result = story.check("P11")
+    [finding] = result.findings
+    reading = story.history.events()[-1].index
+    assert set(finding.events) == {slow.index, retry.index, aged, reading}, finding.events
+    assert during not in finding.events and done.index not in finding.events
+    assert fresh.index not in finding.events and not result.unconfirmed
+
+
 @pytest.mark.parametrize(("rows", "finding"), [(1, None), (2, "grows without bound")])
 def test_p11_allows_the_row_of_a_request_still_running_and_no_more(
         rows: int, finding: str | None) -> None:
