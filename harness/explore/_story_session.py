@@ -196,7 +196,10 @@ class StorySession(ABC, Generic[A, W]):
             world = self._new_world()
         except HarnessError as exc:
             raise TargetLost(exc) from exc
-        self._began = time.monotonic() - self.started
+        # when the world's history began, on the session's clock: its events are timed from
+        # there (a world that reads the target as it starts began a few ms before it returned,
+        # and kept examples timed from its return overlapped the next one's first events)
+        self._began = time.monotonic() - self.started - world.history.now()
         if self.listener is not None:
             world.history.subscribe(self.listener)
         return world
