@@ -42,8 +42,7 @@ class _Pending:
     seconds: float
     delay_ms: int
     thread: threading.Thread
-    result: list[Event]
-    held: list[float]  # seconds from sending to the answer, once answered
+    result: list[tuple[Event, float]]  # once answered: the answer, and seconds until it came
 
 
 class Background:
@@ -57,18 +56,16 @@ class Background:
               timeout: float) -> None:
         slowed = self.context.slowed(request, delay_ms)
         before = self._in_progress()
-        result: list[Event] = []
-        held: list[float] = []
+        result: list[tuple[Event, float]] = []
         process = f"s{len(self._pending)}"
 
         def send() -> None:
             began = time.monotonic()
             answer = self.context.send(slowed, process=process, timeout=timeout)
-            held.append(time.monotonic() - began)
-            result.append(answer)
+            result.append((answer, time.monotonic() - began))
 
         thread = threading.Thread(target=send, daemon=True)
-        self._pending.append(_Pending(step, timeout, delay_ms, thread, result, held))
+        self._pending.append(_Pending(step, timeout, delay_ms, thread, result))
         thread.start()
         if before is None:  # the target cannot say: give the request a moment to arrive
             thread.join(timeout=min(UNOBSERVED_PAUSE, delay_ms / 2000))
@@ -93,7 +90,7 @@ class Background:
 
     def answered(self) -> list[tuple[StepRecord[Action], Event]]:
         """The steps whose slowed request has been answered since they were last told."""
-        return [(p.step, p.result[0]) for p in self._pending
+        return [(p.step, p.result[0][0]) for p in self._pending
                 if p.result and p.step.response == RUNNING]
 
     def held_short(self) -> list[str]:
@@ -101,12 +98,11 @@ class Background:
         slow hook did not hold them as long as asked (a cap of its own), so the steps that
         needed them still running did not meet them.  A refusal or a lost connection ends a
         slowed request early by right; a success means the handler was not held."""
-        return [f"step {p.step.number}'s slowed request was answered {p.result[0].status} after "
-                f"{p.held[0]:.1f} s of the {p.delay_ms / 1000:g} s it was slowed for"
-                for p in self._pending
-                if p.result and p.held and p.result[0].status is not None
-                and 200 <= p.result[0].status < 300
-                and p.held[0] < HELD_SHARE * p.delay_ms / 1000]
+        return [f"step {p.step.number}'s slowed request was answered {answer.status} after "
+                f"{seconds:.1f} s of the {p.delay_ms / 1000:g} s it was slowed for"
+                for p in self._pending for answer, seconds in p.result
+                if answer.status is not None and 200 <= answer.status < 300
+                and seconds < HELD_SHARE * p.delay_ms / 1000]
 
     def join(self) -> None:
         """Wait for every slowed request to end (each within its own timeout)."""
