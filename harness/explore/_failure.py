@@ -20,8 +20,8 @@ class Failure(Generic[A]):
     ``broke_at`` is the step after which the checker first found something (None: once the
     clients settled); ``error`` says why the harness could not go on, when that is the failure.
     ``moved_clock``: its findings were seen only with a moved clock (a story of the same
-    property failed in real time, which is why it counts; the story reported is confirmed in
-    real time in the end).
+    property failed without the jumps or in real time, which is why it counts; the story
+    reported is confirmed the same way in the end).
     """
 
     steps: tuple[StepRecord[A], ...]

@@ -19,7 +19,7 @@ from harness._history import Event
 from harness._target import Target
 from harness.explore._actions import Action
 from harness.explore._minimise import FEWEST_STEPS
-from harness.explore._real_time import RealTimeStory, in_real_time, keys_of
+from harness.explore._real_time import RealTimeStory, in_real_time, keys_of, without_the_jumps
 from harness.explore._steps import StepRecord
 from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
 from harness.explore._validity import problems_with
@@ -83,6 +83,10 @@ class Session(StorySession[Action, World]):
                doubted: Sequence[Finding]) -> RealTimeStory[Action]:
         return in_real_time(steps, events, lease=self.target.promises.lease,
                             keys=keys_of(doubted))
+
+    def without_the_jumps(self, steps: Sequence[StepRecord[Action]], events: Sequence[Event],
+                          doubted: Sequence[Finding]) -> list[Action] | None:
+        return without_the_jumps(steps, events, keys=keys_of(doubted))
 
     def told_in_vain(self, told: World) -> str:
         """The plain reason, or that a slowed request came back before it was meant to: a

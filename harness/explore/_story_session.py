@@ -26,7 +26,12 @@ from harness._history import Event, History
 from harness._interrupts import raise_if_interrupted
 from harness._outcomes import Handler, RunEvent
 from harness.explore._failure import Failure
-from harness.explore._real_time import MAX_CONFIRMATIONS, TELLINGS_PER_PROPERTY, RealTimeStory
+from harness.explore._real_time import (
+    MAX_CONFIRMATIONS,
+    TELLINGS_PER_PROPERTY,
+    TELLINGS_WITHOUT_JUMPS,
+    RealTimeStory,
+)
 from harness.explore._steps import A, StepRecord
 from harness.judging._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness.judging._findings import Finding, Note
@@ -91,6 +96,20 @@ class StoryWorld(Protocol[A]):
 W = TypeVar("W", bound=StoryWorld[Any])
 
 
+def _operations(steps: Sequence[StepRecord[Any]]) -> int:
+    """The drawn steps among ``steps`` (settling is derived, not drawn)."""
+    return sum(1 for s in steps if not s.settle)
+
+
+def _through_the_evidence(steps: Sequence[StepRecord[A]],
+                          findings: Sequence[Finding]) -> Sequence[StepRecord[A]]:
+    """The story up to the last step that wrote an event ``findings`` cite: the steps after it
+    came once they were made, and a telling to confirm them need not wait for those."""
+    cited = max((i for f in findings for i in f.events), default=None)
+    last = next((n for n, s in enumerate(steps) if cited is not None and s.holds(cited)), None)
+    return steps if last is None else steps[:last + 1]
+
+
 class StorySession(ABC, Generic[A, W]):
     """Starts each example's world and keeps what the report needs: the shortest failure, the
     counts, and every example's history (``kept``), so a run in which nothing failed still
@@ -101,10 +120,12 @@ class StorySession(ABC, Generic[A, W]):
     starts, and ``enough``, asked at the same moment, may stop the search (it raises).
 
     A finding seen only with a moved clock (``CheckResult.unconfirmed``) fails no example by
-    itself: at the example's end the story is told again in real time (``retold``), and only
-    if the same property breaks then does it count.  Once a property is confirmed so, stories
-    that break it with a moved clock count as failures while Hypothesis shrinks them
-    (``Failure.moved_clock``); the explorer confirms the shortest in real time at the end.
+    itself: at the example's end the story is told again without the jumps it needs
+    (``without_the_jumps``: a finding it still makes was not the jumps' doing), else in real
+    time (``retold``), and only if the same property breaks then does it count.  Once a
+    property is confirmed so, stories that break it with a moved clock count as failures while
+    Hypothesis shrinks them (``Failure.moved_clock``); the explorer confirms the shortest the
+    same way at the end.
     ``trust_moved_clock`` counts them at once, as the user may ask.
 
     A front end says which properties are judged after every step (``step_properties``; the
@@ -148,6 +169,10 @@ class StorySession(ABC, Generic[A, W]):
         self.confirmed: Failure[A] | None = None
         self.confirmations = 0
         self._tellings: dict[str, int] = {}  # stories told in real time, per property
+        self._unjumped: dict[str, int] = {}  # stories told without their jumps, per property
+        self._telling = False  # a story is being told again: its own sightings are not
+        #: The example whose story stopped at a sighting, to be told again at its end.
+        self._cut_short: W | None = None
         #: Findings seen only with a moved clock and not confirmed, in words for the report.
         self.moved_clock: list[Note] = []
         #: Operations the explorer could not draw for this target, and why.
@@ -173,6 +198,12 @@ class StorySession(ABC, Generic[A, W]):
         """The story with real time in place of the jumps the ``doubted`` findings need (None
         actions: it cannot be told so, ``why`` says why)."""
         return RealTimeStory(None, why="this front end cannot tell a story in real time")
+
+    def without_the_jumps(self, steps: Sequence[StepRecord[A]], events: Sequence[Event],
+                          doubted: Sequence[Finding]) -> list[A] | None:
+        """``steps`` without the jumps the ``doubted`` findings need (None: a front end that
+        cannot leave them out)."""
+        return None
 
     def told_in_vain(self, told: W) -> str:
         """Why a story told again in real time did not break the doubted properties (a front
@@ -233,7 +264,7 @@ class StorySession(ABC, Generic[A, W]):
         drawn, so every run of the same example draws the same data however the target
         answered, and Hypothesis can replay it)."""
         raise_if_interrupted()
-        if world.failure is not None:
+        if world.failure is not None or world is self._cut_short:
             return
         try:
             world.step(action)
@@ -243,7 +274,7 @@ class StorySession(ABC, Generic[A, W]):
 
     def check_step(self, world: W) -> None:
         """The invariant: the checker over the history so far, effects collected first."""
-        if world.failure is not None or not world.steps:
+        if world.failure is not None or not world.steps or world is self._cut_short:
             return
         events = world.observe()
         result = world.judge(events, self.step_properties)
@@ -260,7 +291,8 @@ class StorySession(ABC, Generic[A, W]):
         finally:
             world.close()
             self._keep(world)
-        if world.failure is None and world.doubted:
+            self._cut_short = None
+        if world.failure is None and world.doubted and not self._telling:
             self._confirm(world)
         failure = world.failure
         if failure is not None:
@@ -286,8 +318,9 @@ class StorySession(ABC, Generic[A, W]):
     def _judged(self, world: W, result: CheckResult, properties: tuple[str, ...],
                 events: Sequence[Event], *, broke_at: int | None) -> None:
         """A verdict on the story so far: a finding fails it; a finding seen only with a
-        moved clock fails it only for a property already confirmed in real time, and is
-        otherwise kept for the real-time telling at the example's end."""
+        moved clock fails it only for a property already confirmed, and is otherwise kept for
+        the telling at the example's end.  If it will be told, the example performs no more
+        steps: they came after the finding, and would only delay its telling."""
         if result.findings:
             self._fail(world, result, properties, events, broke_at=broke_at)
             return
@@ -300,15 +333,23 @@ class StorySession(ABC, Generic[A, W]):
             world.doubted = list(result.unconfirmed)
             if self.first_sighting is None and self.first_failure is None:
                 self.first_sighting = (self.examples, time.monotonic() - self.started)
+            if not self._telling and self._will_tell(world):
+                self._cut_short = world
 
     def _confirm(self, world: W) -> None:
-        """Tell the story again with real waits in place of its jumps made while requests ran:
-        if one of the doubted properties breaks again, the story fails; if not, or if it
-        cannot be told in real time, each doubted finding is reported as seen only with a
-        moved clock."""
+        """Tell the story, up to its doubted findings' last evidence, again without its jumps
+        made while requests ran, else with real waits in their place: if one of the doubted
+        properties breaks again, the story fails; if not, or if it cannot be told so, each
+        doubted finding is reported as seen only with a moved clock."""
         doubted = {f.property for f in world.doubted}
-        story = self.retold(world.steps, world.history.events(), world.doubted)
-        why = self._why_not_told(doubted, story, sum(1 for s in world.steps if not s.settle))
+        unjumped = self._unjumped_stories(world)
+        if unjumped:
+            for prop in doubted:
+                self._unjumped[prop] = self._unjumped.get(prop, 0) + 1
+        for actions in unjumped:
+            if self._broke_again(world, self._tell(actions), doubted):
+                return
+        story, why = self._real_time_story(world)
         if why is None:
             self.confirmations += 1
             for prop in doubted:
@@ -316,13 +357,8 @@ class StorySession(ABC, Generic[A, W]):
             if self.progress is not None:
                 self.progress("confirming in real time", self.examples)
             assert story.actions is not None
-            told = self._play(self._world(), story.actions)
-            failure = told.failure
-            if failure is not None and doubted & {f.property for f in failure.failing_findings}:
-                self.confirmed = failure
-                failure_events = world.history.events()
-                self._fail(world, None, tuple(PROPERTIES.ids()), failure_events, broke_at=None,
-                           moved_clock=True, doubted=world.doubted)
+            told = self._tell(story.actions)
+            if self._broke_again(world, told, doubted):
                 return
             why = self.told_in_vain(told)
         for finding in world.doubted:
@@ -330,6 +366,71 @@ class StorySession(ABC, Generic[A, W]):
                 finding.property, finding.key,
                 f"{MOVED_CLOCK}, not confirmed ({why}): {finding.message}",
                 {"moved_clock": True, "finding": finding.to_json()}))
+
+    def _will_tell(self, world: W) -> bool:
+        """Whether ``world``'s doubted findings will be told again at its end."""
+        return bool(self._unjumped_stories(world)) or self._real_time_story(world)[1] is None
+
+    def _unjumped_stories(self, world: W) -> list[list[A]]:
+        """``world``'s story without the jumps its doubted findings need: the steps they cite
+        alone (short, and the likeliest to break), then the story up to their last evidence;
+        each only if it can run and could be the shortest failure yet, and for at most
+        ``TELLINGS_WITHOUT_JUMPS`` examples per property."""
+        doubted = {f.property for f in world.doubted}
+        if not self.confirm or all(
+                self._unjumped.get(p, 0) >= TELLINGS_WITHOUT_JUMPS for p in doubted):
+            return []
+        return [actions for actions in self._without_the_jumps(
+            world.steps, world.history.events(), world.doubted)
+            if not self._no_shorter(len(actions))]
+
+    def _without_the_jumps(self, steps: Sequence[StepRecord[A]], events: Sequence[Event],
+                           findings: Sequence[Finding]) -> list[list[A]]:
+        """The stories that tell ``findings`` without the jumps they need: the steps they cite
+        alone, then the story up to their last evidence (each once, if it can run)."""
+        cited = {i for f in findings for i in f.events}
+        stories: list[list[A]] = []
+        for part in ([s for s in steps if any(s.holds(i) for i in cited)],
+                     _through_the_evidence(steps, findings)):
+            actions = self.without_the_jumps(part, events, findings)
+            if actions and actions not in stories and not self.problems_with(actions):
+                stories.append(actions)
+        return stories
+
+    def _real_time_story(self, world: W) -> tuple[RealTimeStory[A], str | None]:
+        """``world``'s story up to its doubted findings' last evidence, in real time, and why
+        it is not told so (None: it is)."""
+        steps = _through_the_evidence(world.steps, world.doubted)
+        story = self.retold(steps, world.history.events(), world.doubted)
+        return story, self._why_not_told({f.property for f in world.doubted}, story,
+                                         _operations(steps))
+
+    def _broke_again(self, world: W, told: W, doubted: set[str]) -> bool:
+        """Whether ``told`` (a telling of ``world``'s story that no jump made while a request
+        ran can have fooled) broke one of the ``doubted`` properties; if so, ``world``'s story
+        fails for it and ``told`` is the confirmed one."""
+        failure = told.failure
+        if (failure is None or failure.moved_clock
+                or not doubted & {f.property for f in failure.failing_findings}):
+            return False
+        self.confirmed = failure
+        self._fail(world, None, tuple(PROPERTIES.ids()), world.history.events(), broke_at=None,
+                   moved_clock=True, doubted=world.doubted)
+        return True
+
+    def _tell(self, actions: Sequence[A]) -> W:
+        """A story told again, on a world of its own; what a moved clock alone shows in it is
+        not told again in turn."""
+        self._telling = True
+        try:
+            return self._play(self._world(), actions)
+        finally:
+            self._telling = False
+
+    def _no_shorter(self, operations: int) -> bool:
+        """Whether a story of ``operations`` drawn steps could not be the shortest failure."""
+        best = self.best
+        return best is not None and best.check is not None and operations >= best.operations
 
     def _why_not_told(self, doubted: set[str], story: RealTimeStory[A],
                       operations: int) -> str | None:
@@ -345,8 +446,7 @@ class StorySession(ABC, Generic[A, W]):
             return story.why
         if not self.confirm:
             return "real-time confirmation is off"
-        best = self.best
-        if best is not None and best.check is not None and operations >= best.operations:
+        if self._no_shorter(operations):
             return "a story as short already failed"
         if self.confirmations >= MAX_CONFIRMATIONS:
             return "the exploration already confirmed as many stories in real time as it may"
@@ -376,15 +476,19 @@ class StorySession(ABC, Generic[A, W]):
             self.best = failure
 
     def reportable(self, best: Failure[A] | None) -> Failure[A] | None:
-        """The failure to report: ``best``, told in real time when only a moved clock showed
-        it (else the story first confirmed in real time)."""
+        """The failure to report: ``best``, told without its jumps or else in real time when
+        only a moved clock showed it (else the story first confirmed so)."""
         if best is None or not best.moved_clock:
             return best
         if self.confirmed is not None and best.operations >= self.confirmed.operations:
-            return self.confirmed  # the story already told in real time is as short
+            return self.confirmed  # the story already confirmed is as short
+        unjumped = self._without_the_jumps(best.steps, best.events, best.failing_findings)
         story = self.retold(best.steps, best.events, best.failing_findings)
-        if story.actions is not None:
-            told = self._play(self._world(), story.actions).failure
-            if told is not None and best.broken in {f.property for f in told.failing_findings}:
+        for actions in [*unjumped, story.actions]:
+            if actions is None:
+                continue
+            told = self._tell(actions).failure
+            if (told is not None and not told.moved_clock
+                    and best.broken in {f.property for f in told.failing_findings}):
                 return told
         return self.confirmed

@@ -171,6 +171,24 @@ def test_only_a_jump_made_while_the_findings_key_ran_is_waited_out(
     assert done.story.steps[0].action == other  # not slowed any longer: no wait ran through it
 
 
+def test_a_finding_the_story_makes_without_its_jump_is_confirmed_without_waiting(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """key-only answers a retry 200 where the original was 201, jump or no jump: at seed 5,
+    four reference flaws were first shown by a story with a jump made while the key's request
+    ran, and each waited out a 30 s lease in real time to confirm what the story without its
+    jump breaks at once.  Told so first, the story needs no wait, and it is the one kept."""
+    story = hand_written(
+        Slow(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), delay_ms=1000,
+             body=BODY),
+        Clock(seconds=35, why="past the lease of the running request"),
+        Retry(id="o1", once_answered=True))
+    done = replay(story, ReplayConfig(target=reference("key-only"), report_dir=tmp_path,
+                                      toxiproxy=toxiproxy_server))
+    assert "P3" in done.story.properties and done.result.verdict == "fail"
+    kinds = [s.kind for s in done.story.steps if not s.settle]
+    assert kinds == ["request", "retry"], kinds
+
+
 def test_a_jump_too_long_to_wait_is_told_as_a_wait_just_past_the_lease(
         toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     """A takeover drawn with a jump of ten minutes while the original ran: the jump passed the
