@@ -46,7 +46,7 @@ from harness._target import (
 from harness.services._commit_proxy import CommitProxy
 from harness.services._faketime import FaketimeClock
 from harness.services._network import free_port, require_loopback
-from harness.services._processes import ManagedProcess
+from harness.services._processes import ManagedProcess, start_on_a_free_port
 from harness.services._recorder import Recorder
 from harness.services._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 
@@ -220,10 +220,9 @@ class Deployment:
             _check_answers(direct_url, self.target.source)
         else:
             require_loopback(start.host, allow_remote=self.allow_remote)
-            port = free_port(start.host)
+            port, process = start_on_a_free_port(start.host, lambda port: self._process(
+                number, {**values, "port": port, "instance": number}))
             direct_url = f"http://{start.host}:{port}"
-            process = self._process(number, {**values, "port": port, "instance": number})
-            process.start()
         parts = urlsplit(direct_url)
         proxy = self.toxiproxy.client.create_proxy(
             f"idem-{self.run_id}-{number}", f"{parts.hostname}:{parts.port or 80}"

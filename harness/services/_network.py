@@ -78,6 +78,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def port_taken(host: str, port: int) -> bool:
+    """Whether another socket holds ``port`` on ``host`` now."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 @functools.cache
 def _ephemeral_start() -> int:
     """Where the kernel's ephemeral ports begin (Linux's default when it cannot be read)."""

@@ -14,7 +14,7 @@ import shlex
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
@@ -25,11 +25,33 @@ from mirakuru.base import cleanup_subprocesses as _mirakurus_exit_handler
 from mirakuru.exceptions import ExecutorError, ProcessExitedWithError, TimeoutExpired
 
 from harness._errors import ServiceUnavailable
+from harness.services._network import free_port, port_taken
 
 __all__ = ["ManagedProcess", "stop_all_processes", "stop_children_on_sigterm"]
 
 _live: set[ManagedProcess] = set()
 _live_lock = threading.Lock()
+
+
+#: Ports tried for one service: another may take the one chosen before the service binds it.
+PORT_CHOICES = 3
+
+
+def start_on_a_free_port(host: str, process_on: Callable[[int], ManagedProcess],
+                         ) -> tuple[int, ManagedProcess]:
+    """A service started on a port chosen free on ``host``, with ``process_on(port)``, and the
+    port.  A port is chosen a moment before the service binds it, and another process (another
+    test worker's service) may bind it in between: a start that fails while someone else holds
+    its port is tried again on another (seen once in a full suite, a module's 12 tests lost)."""
+    for _ in range(PORT_CHOICES - 1):
+        port = free_port(host)
+        try:
+            return port, process_on(port).start()
+        except ServiceUnavailable:
+            if not port_taken(host, port):
+                raise
+    port = free_port(host)
+    return port, process_on(port).start()
 
 
 class ManagedProcess:

@@ -32,7 +32,7 @@ from harness._errors import ServiceUnavailable, ToxiproxyError
 from harness.services import _containers
 from harness.services._network import free_port, require_loopback
 from harness.services._paths import find_tool
-from harness.services._processes import ManagedProcess
+from harness.services._processes import ManagedProcess, start_on_a_free_port
 
 __all__ = [
     "Stream",
@@ -297,25 +297,27 @@ def start_toxiproxy(*, log_dir: Path | None = None) -> ToxiproxyServer:
 
     binary = find_tool("toxiproxy-server", env_var="IDEM_TOXIPROXY_BIN")
     if binary is not None:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
         scratch = None
         if log_dir is None:
             scratch = Path(tempfile.mkdtemp(prefix="idem-toxiproxy-"))
             atexit.register(shutil.rmtree, scratch, True)  # also when nobody closes it
-        process = ManagedProcess(
-            "Toxiproxy",
-            [str(binary), "-host", "127.0.0.1", "-port", str(port)],
-            log_path=(log_dir or scratch or Path()) / f"toxiproxy-{port}.log",
-            ready_url=f"{url}/version",
-        )
+
+        def toxiproxy_on(port: int) -> ManagedProcess:
+            return ManagedProcess(
+                "Toxiproxy",
+                [str(binary), "-host", "127.0.0.1", "-port", str(port)],
+                log_path=(log_dir or scratch or Path()) / f"toxiproxy-{port}.log",
+                ready_url=f"http://127.0.0.1:{port}/version",
+            )
+
         try:
-            process.start()
+            port, process = start_on_a_free_port("127.0.0.1", toxiproxy_on)
         except BaseException:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
             raise
-        return ToxiproxyServer(url, origin=str(binary), stopper=process, scratch=scratch)
+        return ToxiproxyServer(f"http://127.0.0.1:{port}", origin=str(binary), stopper=process,
+                               scratch=scratch)
 
     if _containers.docker_answers():
         port = free_port()
