@@ -14,7 +14,9 @@ counting the example as a failure or saving it to the example database.
 Hypothesis shrinks the choices behind a story, so it can stop with steps that changed nothing
 (a fault switched on and healed, a request nobody retried), and it cannot add clock jumps up:
 short-ttl's story kept four jumps in a row, each needed for their sum to pass the retention.
-``drop_steps`` goes straight for shorter stories: the steps the checker cited alone, the story
+``drop_steps`` goes straight for shorter stories: the steps the checker cited alone (or with
+every other step of the keys they are about and the jumps among them: a retry needs the
+request it retries), the story
 ``tidied`` (jumps in a row made one, a fault healed as soon as it was on left out), then runs of
 steps dropped at once (halves, quarters, ... single steps, as delta debugging does), keeping
 every drop after which the same property still breaks, until a pass drops nothing; a drop that
@@ -109,9 +111,10 @@ def tidied(actions: Sequence[A]) -> list[A]:
 def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
                deadline: float) -> Failure[A]:
     """The shortest version of ``failure`` found by dropping steps before ``deadline``: first
-    the story of only the steps the checker cited, then that story ``tidied`` (each tried once
-    even past the deadline), then runs of steps, halving their length
-    down to single steps, last run first; every drop after which the same property still
+    the story of only the steps the checker cited (failing that, of every step of the keys
+    they are about and the jumps among them), then that story ``tidied`` (each tried once
+    even past the deadline), then runs of steps, halving their length down to single steps,
+    last run first; every drop after which the same property still
     breaks is kept, and the passes repeat until one drops nothing."""
     wanted = failure.broken
     fewest = session.fewest_steps
@@ -119,8 +122,16 @@ def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
         return failure
     drawn = [s for s in failure.steps if not s.settle and s.action is not None]
     actions = [s.action for s in drawn if s.action is not None]
-    cited = [s.action for s in drawn if s.action is not None
-             and any(s.holds(i) for i in failure.failing_findings[0].events)]
+    evidence = failure.failing_findings[0].events
+    cited_steps = {s.number for s in drawn if any(s.holds(i) for i in evidence)}
+    cited = [s.action for s in drawn if s.action is not None and s.number in cited_steps]
+    # the keys the cited steps are about, with every step of theirs and the clock jumps among
+    # them: a retry cited without the request it retries cannot run, and one that took the
+    # key over needed the jump past its lease
+    keys = {s.identity for s in drawn if s.number in cited_steps and s.identity is not None}
+    theirs = [s.number for s in drawn if s.number in cited_steps or s.identity in keys]
+    keyed = [s.action for s in drawn if s.action is not None and (s.number in theirs or (
+        isinstance(s.action, Clock) and theirs and theirs[0] < s.number < theirs[-1]))]
     best = failure
 
     def attempt(candidate: list[A], *, late: bool = False) -> bool:
@@ -138,6 +149,8 @@ def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
     # Hypothesis's share of the time ran over (a slow machine makes every example longer).
     if len(cited) < len(actions) and attempt(cited, late=True):
         actions = cited
+    elif len(cited) < len(keyed) < len(actions) and attempt(keyed, late=True):
+        actions = keyed
     tidy = tidied(actions)
     if len(tidy) < len(actions) and attempt(tidy, late=True):
         actions = tidy

@@ -19,13 +19,14 @@ from rich.console import Console
 
 from harness._outcomes import Progress, RunEvent, ScenarioFinished, ScenarioStarted
 from harness.explore import ExploreConfig, ReplayConfig, explore, replay
-from harness.explore._actions import Action, Clock, FaultOff, FaultOn, NewRequest, Retry
+from harness.explore._actions import Action, Clock, FaultOff, FaultOn, NewRequest, Retry, Reuse
 from harness.explore._failure import Failure
 from harness.explore._keys import KeyPlan
 from harness.explore._minimise import STALL_ATTEMPTS, drop_steps, enough, tidied
 from harness.explore._report import outcome_of
 from harness.explore._session import Session
 from harness.explore._steps import StepRecord
+from harness.explore._validity import problems_with
 from harness.judging._checker import CheckResult
 from harness.judging._findings import Finding
 from harness.reports import ConsoleReport, ReportDirectory
@@ -115,6 +116,40 @@ def test_the_cited_steps_alone_are_tried_even_when_the_time_ran_over() -> None:
                                             play=play))
     best = drop_steps(session, failure, deadline=time.monotonic() - 1)
     assert played == [[steps[4].action]] and best.operations == 1
+
+
+def test_the_cited_steps_with_the_rest_of_their_keys_steps_are_tried_when_alone_they_cannot_run(
+        ) -> None:
+    """no-body-hash at seed 3 kept eight steps: the checker cited a retry and a reuse, which
+    cannot run without the request they name, and halving runs of steps ran out of time.  The
+    cited steps with every other step of their key and the jumps among them (the retry took
+    the key over past its lease) are a story of four."""
+    def request(n: int, tenant: str) -> NewRequest:
+        return NewRequest(id=f"o{n}", tenant=tenant, key=KeyPlan(name=f"k{n}", shape="plain"),
+                          body=BODY)
+    story: list[Action] = [request(1, "a"), Clock(seconds=35), request(2, "b"),
+                           Clock(seconds=35), Retry(id="o2"), request(3, "a"),
+                           Reuse(id="o2", change="body", body={**BODY, "amount": 7})]
+    keys = [("a", "k1"), None, ("b", "k2"), None, ("b", "k2"), ("a", "k3"), ("b", "k2")]
+    steps = tuple(StepRecord(n, "step", "", action, first_event=n - 1, last_event=n,
+                             identity=key)
+                  for n, (action, key) in enumerate(zip(story, keys, strict=True), 1))
+    finding = Finding(property="P4", key="k2", message="m", events=(4, 6))
+    check = CheckResult({}, [finding], [])
+    played: list[list[Action]] = []
+
+    def play(actions: list[Action]) -> SimpleNamespace:
+        played.append(actions)
+        kept = tuple(StepRecord(n, "step", "", a) for n, a in enumerate(actions, 1))
+        return SimpleNamespace(failure=Failure(kept, (), check, ("P4",), None, None, 2))
+
+    target = reference_target(store=None, flaw=None)
+    session = cast(Session, SimpleNamespace(
+        fewest_steps={}, problems_with=lambda actions: problems_with(actions, target),
+        play=play))
+    best = drop_steps(session, Failure(steps, (), check, ("P4",), None, None, 1),
+                      deadline=time.monotonic() - 1)
+    assert played == [[story[2], story[3], story[4], story[6]]] and best.operations == 4
 
 
 def test_jumps_in_a_row_become_one_and_a_fault_healed_at_once_is_left_out() -> None:
