@@ -228,8 +228,9 @@ class RecorderOracle:
 
 
 def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
-                   key: str | None) -> None:
-    """Ask ``oracle`` about one (tenant, key) and record the answer as an ``effects`` event.
+                   key: str | None) -> Event:
+    """Ask ``oracle`` about one (tenant, key) and record the answer as an ``effects`` event
+    (returned).
 
     The oracle's failure is evidence too: it is recorded as a ``fail`` event, which makes the
     verdict for that key "unknown" rather than a guess.
@@ -241,17 +242,15 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
         if counted.count == 0 and spelled is not None:
             counted, asked = oracle.count(tenant, spelled), spelled
     except NotCountable as exc:
-        history.record("info", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
-        return
+        return history.record("info", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
     except Exception as exc:
-        history.record("fail", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
-        return
+        return history.record("fail", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
     value: dict[str, Any] = {"count": counted.count}
     if counted.ids is not None:
         value["ids"] = list(counted.ids)
     if asked != key and counted.count:
         value["asked_as"] = asked  # the server holds the key under this spelling
-    history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
+    return history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
 
 
 def latin1_spelling(key: str | None) -> str | None:

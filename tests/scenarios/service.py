@@ -31,6 +31,8 @@ Options give a test the one behaviour it needs:
                                releases its key
     --exit-on-header NAME      a request carrying that header ends the process at once with
                                exit code 3 (a process that dies by itself)
+    --effects-out SECONDS      /effects?key=K answers 503 after that long, as an admin
+                               endpoint reading a store that is down does (0: at once)
 
 Run: ``python -m tests.scenarios.service --port P [options]`` from the repository root.
 """
@@ -128,7 +130,8 @@ def fingerprint(method: str, path: str, body: Any) -> str:
 
 
 def handler(service: Service, *, key_header: str, fault_header: str | None,
-            exit_header: str | None) -> type[BaseHTTPRequestHandler]:
+            exit_header: str | None, effects_out: float | None = None,
+            ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass  # a line per request would only fill the target's log
@@ -145,6 +148,9 @@ def handler(service: Service, *, key_header: str, fault_header: str | None,
             query = parse_qs(parts.query, keep_blank_values=True)
             if parts.path == "/health":
                 self.answer(200, b'{"ok":true}')
+            elif parts.path == "/effects" and "key" in query and effects_out is not None:
+                time.sleep(effects_out)
+                self.answer(503, _error("the store is unreachable"))
             elif parts.path == "/effects" and "key" in query:
                 self.answer(200, json.dumps({"count": service.count(query["key"][0])}).encode())
             elif parts.path == "/effects/total":
@@ -205,12 +211,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--in-progress-for", type=float, default=0.0)
     parser.add_argument("--fault-header")
     parser.add_argument("--exit-on-header")
+    parser.add_argument("--effects-out", type=float)
     args = parser.parse_args(argv)
     service = Service(latency=args.latency, in_progress_for=args.in_progress_for)
     server = ThreadingHTTPServer(
         (args.host, args.port),
         handler(service, key_header=args.key_header, fault_header=args.fault_header,
-                exit_header=args.exit_on_header),
+                exit_header=args.exit_on_header, effects_out=args.effects_out),
     )
     server.daemon_threads = True
     server.serve_forever()

@@ -157,3 +157,24 @@ def test_a_process_that_exited_by_itself_is_recorded_before_it_is_started_again(
         assert second.f == "request" and second.label == "control"
         assert completion(ctx, second).status == 201
         assert deployment.is_running(0) and first_process.pid not in (None, pid)
+
+
+def test_once_the_oracle_fails_slowly_the_keys_left_in_the_look_are_not_asked(
+        toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    """An admin endpoint that reads a store the story took down answers after its own timeout:
+    a PostgreSQL exploration spent 650 of its 800 s asking it key after key, two seconds each.
+    After one slow failure the rest of the look is recorded as not counted, as its failures
+    would have been; a failure that comes at once (one key refused) does not stop the look."""
+    with deployed(toxiproxy_server, tmp_path, "--effects-out", "1.2") as (ctx, _):
+        keys = [("a", ctx.new_key()) for _ in range(3)]
+        ctx.collect_effects(keys)
+    slow = [e for e in ctx.history.events() if e.f == "effects"]
+    assert [e.type for e in slow] == ["fail"] * 3
+    assert "503" in (slow[0].error or "")
+    for event in slow[1:]:
+        assert (event.error or "").startswith("not asked: the oracle failed after 1."), event
+    with deployed(toxiproxy_server, tmp_path / "fast", "--effects-out", "0") as (ctx, _):
+        ctx.collect_effects([("a", ctx.new_key()) for _ in range(3)])
+    fast = [e for e in ctx.history.events() if e.f == "effects"]
+    assert [e.type for e in fast] == ["fail"] * 3
+    assert all("503" in (e.error or "") for e in fast)
