@@ -288,12 +288,14 @@ class Planner:
         return [*slow, *self._drawn(Retry(id=op, once_answered=True))]
 
     def take_over(self, tenant: str, body: Any) -> list[Action]:
-        """A new slowed request, and its retry once a clock jump has passed its lease while it
-        still runs (the story of a lease takeover, drawn as one rule as ``outlive`` is: a
-        slowed request and a late retry rarely meet by chance): the retry may take the key
-        over, and the slow original must then not commit a second charge.  Only where the
-        lease runs out on the clock (the rule's condition)."""
-        return [*self.slow(tenant, body), *self.retry_running(late=True)]
+        """A new slowed request, and its retry once its lease has run out while it still runs
+        (the story of a lease takeover, drawn as one rule as ``outlive`` is: a slowed request
+        and a late retry rarely meet by chance): the retry may take the key over, and the slow
+        original must then not commit a second charge.  Past the lease on the clock; where
+        only real time passes it, the request is slowed past the lease and the retry waits."""
+        on_the_clock = self.target.lease_runs_out_on_the_clock
+        return [*self.slow(tenant, body, long=not on_the_clock),
+                *self.retry_running(late=True)]
 
     def _reuse(self, original: _Operation, change: Change, fill: Fill, pick: int) -> Action:
         """Reuse a key the target has surely seen (if the first request was lost on its way,
