@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -118,6 +119,22 @@ def test_the_cited_steps_alone_are_tried_even_when_the_time_ran_over() -> None:
     assert played == [[steps[4].action]] and best.operations == 1
 
 
+def _always_breaking(check: CheckResult, prop: str,
+                     problems: Callable[[list[Action]], list[str]] = lambda _: [],
+                     ) -> tuple[Session, list[list[Action]]]:
+    """A session in which every story ``drop_steps`` plays breaks ``prop`` as ``check`` says
+    (``problems``: what keeps a story from running), and the stories it was asked to play."""
+    played: list[list[Action]] = []
+
+    def play(actions: list[Action]) -> SimpleNamespace:
+        played.append(actions)
+        kept = tuple(StepRecord(n, "step", "", a) for n, a in enumerate(actions, 1))
+        return SimpleNamespace(failure=Failure(kept, (), check, (prop,), None, None, 2))
+
+    session = SimpleNamespace(fewest_steps={}, problems_with=problems, play=play)
+    return cast(Session, session), played
+
+
 def test_the_cited_steps_with_the_rest_of_their_keys_steps_are_tried_when_alone_they_cannot_run(
         ) -> None:
     """no-body-hash at seed 3 kept eight steps: the checker cited a retry and a reuse, which
@@ -136,17 +153,9 @@ def test_the_cited_steps_with_the_rest_of_their_keys_steps_are_tried_when_alone_
                   for n, (action, key) in enumerate(zip(story, keys, strict=True), 1))
     finding = Finding(property="P4", key="k2", message="m", events=(4, 6))
     check = CheckResult({}, [finding], [])
-    played: list[list[Action]] = []
-
-    def play(actions: list[Action]) -> SimpleNamespace:
-        played.append(actions)
-        kept = tuple(StepRecord(n, "step", "", a) for n, a in enumerate(actions, 1))
-        return SimpleNamespace(failure=Failure(kept, (), check, ("P4",), None, None, 2))
-
     target = reference_target(store=None, flaw=None)
-    session = cast(Session, SimpleNamespace(
-        fewest_steps={}, problems_with=lambda actions: problems_with(actions, target),
-        play=play))
+    session, played = _always_breaking(
+        check, "P4", problems=lambda actions: problems_with(actions, target))
     best = drop_steps(session, Failure(steps, (), check, ("P4",), None, None, 1),
                       deadline=time.monotonic() - 1)
     assert played == [[story[2], story[3], story[4], story[6]]] and best.operations == 4
@@ -178,15 +187,7 @@ def test_jumps_in_a_row_become_one_and_a_fault_healed_at_once_is_left_out() -> N
                   for n, action in enumerate(story, 1))
     finding = Finding(property="P1", key="k", message="m", events=tuple(range(len(story))))
     check = CheckResult({}, [finding], [])
-    played: list[list[Action]] = []
-
-    def play(actions: list[Action]) -> SimpleNamespace:
-        played.append(actions)
-        kept = tuple(StepRecord(n, "step", "", a) for n, a in enumerate(actions, 1))
-        return SimpleNamespace(failure=Failure(kept, (), check, ("P1",), None, None, 2))
-
-    session = cast(Session, SimpleNamespace(fewest_steps={}, problems_with=lambda _: [],
-                                            play=play))
+    session, played = _always_breaking(check, "P1")
     best = drop_steps(session, Failure(steps, (), check, ("P1",), None, None, 1),
                       deadline=time.monotonic() - 1)
     assert played == [tidy] and best.operations == 5
