@@ -38,6 +38,9 @@ __all__ = ["Replayed", "cannot_play", "replay_reproduction", "story_scenario"]
 AT_ONCE = 0.01
 #: How long the step after a background request waits for the target to report it in progress.
 IN_PROGRESS_WAIT = 5.0
+#: The longest head start a race's winners get over its losers when the target cannot report
+#: a key in progress.
+HEAD_START = 0.3
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,11 @@ class _Send:
     timeouts: tuple[float, ...]
     background: bool
     strikes: Mapping[int, AfterWrite] = field(default_factory=dict)
+    #: The invokes (by index) the run's target told "in progress": they leave once the others
+    #: hold the key, so the replay's race has the run's winner.
+    losers: frozenset[int] = frozenset()
+    #: How long the winners' head start is when the target cannot report a key in progress.
+    head_start: float = 0.0
 
 
 def _strikes(events: Sequence[Event]) -> tuple[dict[int, AfterWrite], set[int]]:
@@ -108,10 +116,29 @@ def _plan(events: Sequence[Event], target: Target) -> list[tuple[float, _Send | 
         following = steps[position].time if position < len(steps) else float("inf")
         ends = [completions[e.op].time if e.op in completions else float("inf") for e in group]
         timeouts = tuple(_timeout(e, completions.get(e.op), target) for e in group)
+        losers, head_start = _race_losers(group, completions, target)
         planned.append((first.time - origin,
                         _Send(tuple(group), timeouts, any(end > following for end in ends),
-                              {e.index: strikes[e.index] for e in group if e.index in strikes})))
+                              {e.index: strikes[e.index] for e in group if e.index in strikes},
+                              losers, head_start)))
     return planned
+
+
+def _race_losers(group: Sequence[Event], completions: Mapping[int, Event],
+                 target: Target) -> tuple[frozenset[int], float]:
+    """Which of requests released together the run's target told "in progress", and the
+    head start the others get when the target cannot say it holds their key (half the
+    quickest winner's running time, at most ``HEAD_START``).  Released at once again, the
+    race can go the other way: the other body wins the key, and the story that follows (a
+    retry of the loser meeting the winner's response) is another story.  Nothing when all
+    or none of them were told it."""
+    said = {e.index for e in group if e.op in completions
+            and target.promises.says_in_progress(completions[e.op].status)}
+    if not said or len(said) == len(group):
+        return frozenset(), 0.0
+    took = [completions[e.op].time - e.time for e in group
+            if e.index not in said and e.op in completions]
+    return frozenset(said), min([HEAD_START, *(t / 2 for t in took)])
 
 
 def _released_with(candidate: Event, group: Sequence[Event],
@@ -170,7 +197,21 @@ class _Player:
             raise self.errors[0]
 
     def _send(self, context: ScenarioContext, step: _Send) -> list[threading.Thread]:
-        barrier = threading.Barrier(len(step.invokes))
+        """Release the group's requests together; where the run's target told some of them
+        "in progress", the others first and those once the target holds the key."""
+        pairs = list(zip(step.invokes, step.timeouts, strict=True))
+        winners = [p for p in pairs if p[0].index not in step.losers]
+        losers = [p for p in pairs if p[0].index in step.losers]
+        threads = self._release(context, step, winners)
+        if losers:
+            if not self._until_in_progress(context, threads):
+                time.sleep(step.head_start)
+            threads += self._release(context, step, losers)
+        return threads
+
+    def _release(self, context: ScenarioContext, step: _Send,
+                 pairs: Sequence[tuple[Event, float]]) -> list[threading.Thread]:
+        barrier = threading.Barrier(len(pairs))
 
         def send(invoke: Event, timeout: float) -> None:
             instance = int(invoke.value.get("instance", 0) or 0)
@@ -187,26 +228,27 @@ class _Player:
             except BaseException as exc:  # raised in the scenario's thread at the end
                 self.errors.append(exc)
 
-        threads = [threading.Thread(target=send, args=pair, daemon=True)
-                   for pair in zip(step.invokes, step.timeouts, strict=True)]
+        threads = [threading.Thread(target=send, args=pair, daemon=True) for pair in pairs]
         for thread in threads:
             thread.start()
         return threads
 
     @staticmethod
-    def _until_in_progress(context: ScenarioContext, threads: Sequence[threading.Thread]) -> None:
+    def _until_in_progress(context: ScenarioContext, threads: Sequence[threading.Thread]) -> bool:
         """The run went on once the target reported a request in progress: wait for that too
-        (or until the requests running in the background are over), and record it again."""
+        (or until the requests running in the background are over), and record it again.
+        Whether the target said so (False too when it cannot say)."""
         hook = context.target.hooks.store_size
         if hook is None or not hook.in_progress:
-            return
+            return False
         deadline = time.monotonic() + IN_PROGRESS_WAIT
         while time.monotonic() < deadline and any(t.is_alive() for t in threads):
             seen = context.deployment.store_size().get("in_progress", 0)
             if seen > 0:
                 context.history.record("ok", "in-progress", ORACLE, value={"in_progress": seen})
-                return
+                return True
             time.sleep(0.01)
+        return False
 
     @staticmethod
     def _act(context: ScenarioContext, event: Event) -> None:

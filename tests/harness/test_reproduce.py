@@ -17,9 +17,11 @@ import pytest
 
 from harness._history import Event, History
 from harness.reproduction._replay import _plan, _Send
+from harness.reproduction._reproduction import Reproduction
 from harness.services._network import free_port
 from harness.services._processes import ManagedProcess
 from harness.targets._loader import load_target
+from harness.targets._reference import reference_target
 from tests.harness.test_run_cli import env, harness, results
 
 __all__ = ["env"]
@@ -167,3 +169,52 @@ def test_a_request_sent_after_the_others_answer_is_the_next_step_not_its_twin() 
     sends = [step for _, step in _plan(events, target) if isinstance(step, _Send)]
     assert [[e.op for e in s.invokes] for s in sends] == [[original.op], [reuse.op],
                                                           [t.op for t in twins]]
+
+
+def _race_lost_to_the_first_body() -> list[Event]:
+    """Two bodies released at once with one key, as the run's fast target served them: the
+    second told "in progress", its retry answered with the first body's charge (no-body-hash's
+    P4)."""
+    history = History()
+
+    def invoke(process: str, body: str, attempt: int = 1) -> Event:
+        return history.invoke("request", process, key="k-race", tenant="t-race", method="POST",
+                              path="/charges", body=body, key_header='"k-race"',
+                              attempt=attempt, label="reuse:concurrent")
+
+    first = invoke("c0", '{"amount": 100, "currency": "usd", "customer": "cus_1"}')
+    second = invoke("c1", '{"amount": 200, "currency": "usd", "customer": "cus_2"}')
+    history.complete(second, "ok", status=409)
+    history.complete(first, "ok", status=201, resource="ch_1")
+    retry = invoke("c1", '{"amount": 200, "currency": "usd", "customer": "cus_2"}', attempt=2)
+    history.complete(retry, "ok", status=201, resource="ch_1",
+                     headers={"idempotent-replayed": "true"})
+    moments = [0.0, 0.0005, 0.0015, 0.003, 0.004, 0.006]
+    return [replace(e, time=t) for e, t in zip(history.events(), moments, strict=True)]
+
+
+def test_requests_released_together_leave_winner_first_as_the_run_served_them() -> None:
+    """The one the run's target told "in progress" is the race's loser: released at once
+    again, the other body could win the key, and the loser's retry would meet its own
+    response (a key-reuse race that did not reproduce in CI)."""
+    events = _race_lost_to_the_first_body()
+    sends = [step for _, step in _plan(events, load_target("reference")) if isinstance(step, _Send)]
+    assert [len(s.invokes) for s in sends] == [2, 1]
+    race = sends[0]
+    assert race.losers == {events[1].index}
+    assert 0 < race.head_start <= 0.0015
+
+
+def test_a_race_replays_with_the_run_s_winner_every_time(env: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    target = reference_target(store=None, flaw="no-body-hash")
+    events = _race_lost_to_the_first_body()
+    base = Reproduction("key-reuse", 1, ("P4",), "t-race/k-race", ("P4: the race",),
+                        target.model_dump(mode="json"), {"flaw": "no-body-hash",
+                                                         "store": "sqlite"}, tuple(events))
+    path = tmp_path / "reproduction.json"
+    path.write_text(base.to_json())
+    for _ in range(3):  # released at once, the other body wins about half the time
+        done = harness(env, "reproduce", str(path))
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "reproduced: P4 broke again" in done.stdout
