@@ -895,8 +895,7 @@ def _converged(view: View, incident: _Incident, identity: Identity,
     healed_at = view.target_time(incident.end)
     retention = promises.retention
     everything = view.by_identity[identity]
-    attempts = [a for a in everything
-                if retention is None or a.start <= view.target_time(incident.start) + retention]
+    attempts = _window_of(view, incident, everything, retention)
     errors = _errors(attempts, options)
     after = [a for a in attempts if a.invoke.time > incident.end.time]
     shown = describe_identity(identity)
@@ -916,8 +915,8 @@ def _converged(view: View, incident: _Incident, identity: Identity,
     # final answer shows the key was not left in progress
     finals = [a for a in attempts
               if a.end_time > incident.end.time and _final(a, errors, options)]
-    expired = (retention is not None and view.target_time(view.events[-1])
-               > view.target_time(incident.start) + retention)
+    expired = (retention is not None and bool(attempts) and view.target_time(view.events[-1])
+               > attempts[0].start + retention)
     if after and not finals and expired:
         return  # the key's window closed before its clients got an answer: a later retry is new
     if after and not finals and all(view.faults_during(a) for a in after):
@@ -949,6 +948,16 @@ def _converged(view: View, incident: _Incident, identity: Identity,
                           f"charges instead of exactly one ({_story(attempts, view)})",
                           view.evidence(attempts, incident.start.index, incident.end.index,
                                         effects.index))
+
+
+def _window_of(view: View, incident: _Incident, attempts: list[Attempt],
+               retention: float | None) -> list[Attempt]:
+    """The key's attempts in the retention window the incident struck: the window opens with
+    the key's first request, not with the incident (a kill seconds after the claim does not
+    stretch it), and a request sent after it closed is a new operation."""
+    epochs = view.epochs(attempts, retention)
+    struck = [e for e in epochs if e[0].invoke.time <= incident.start.time] or epochs[:1]
+    return struck[-1] if struck else attempts
 
 
 @prop("P10", "bad input gets a 4xx, causes no effect, and the server keeps serving")

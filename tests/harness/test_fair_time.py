@@ -160,3 +160,35 @@ def test_a_key_the_clients_left_before_its_lease_then_let_expire_is_not_undecide
     story.effects("k1", 0)
     result = story.check("P9")
     assert result.results["P9"].verdict == "pass", result.results["P9"]
+
+
+def test_a_crash_late_in_a_key_s_window_does_not_stretch_it() -> None:
+    """CI, the explorer on a correct Redis-backed corpus service at seed 7: a request claimed
+    its key and the server was killed seconds later; past the lease a retry took the key over;
+    the clock then moved past the retention measured from the claim, but not from the kill,
+    and a burst of copies charged anew.  The window is the key's, from its first request."""
+    story = Story()
+    story.attempt("k1", None, label="crash:after-claim")
+    story.elapse(2)  # the kill comes two seconds after the claim
+    story.crash()
+    story.attempt("k1", 409, attempt=2, label="retry")
+    story.clock(31)
+    story.attempt("k1", 201, attempt=3, resource="ch_1", headers=JSON)
+    story.attempt("k1", 201, attempt=4, resource="ch_1", headers=replayed())
+    story.clock(86_400 - 31 - 1)
+    running = story.invoke("k1", attempt=5, label="expired-burst")
+    story.attempt("k1", 409, attempt=5, label="expired-burst")
+    story.answer(running, 201, resource="ch_2", headers=JSON)
+    story.attempt("k1", 201, attempt=6, resource="ch_2", headers=replayed())
+    story.effects("k1", 2, ids=["ch_1", "ch_2"])
+    assert story.check("P9", "P1", "P2").findings == []
+    retried_inside = Story()  # the same, but the copies came inside the window: a duplicate
+    retried_inside.attempt("k1", None, label="crash:after-claim")
+    retried_inside.elapse(2)
+    retried_inside.crash()
+    retried_inside.clock(31)
+    retried_inside.attempt("k1", 201, attempt=2, resource="ch_1", headers=JSON)
+    retried_inside.clock(3_600)
+    retried_inside.attempt("k1", 201, attempt=3, resource="ch_2", headers=JSON)
+    retried_inside.effects("k1", 2, ids=["ch_1", "ch_2"])
+    assert "P9" in {f.property for f in retried_inside.check("P9").findings}
