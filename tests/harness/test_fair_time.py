@@ -120,14 +120,20 @@ def test_a_key_answered_in_progress_past_its_whole_window_is_stuck_for_good() ->
     assert "stuck for good" in finding.message and finding.klass == "safety"
 
 
+def _expired_burst(story: Story, *, attempt: int) -> None:
+    """Two copies of k1 released together once it expired: one charges ch_2 while the other
+    is told 409, and the next retry gets ch_2's replay."""
+    running = story.invoke("k1", attempt=attempt, label="expired-burst")
+    story.attempt("k1", 409, attempt=attempt, label="expired-burst")
+    story.answer(running, 201, resource="ch_2", headers=JSON)
+    story.attempt("k1", 201, attempt=attempt + 1, resource="ch_2", headers=replayed())
+
+
 def test_copies_of_an_expired_key_told_in_progress_while_one_runs_are_not_stuck() -> None:
     story = Story()
     story.attempt("k1", 201, resource="ch_1", headers=JSON)
     story.clock(86_400 + 60)
-    running = story.invoke("k1", attempt=2, label="expired-burst")
-    story.attempt("k1", 409, attempt=2, label="expired-burst")
-    story.answer(running, 201, resource="ch_2", headers=JSON)
-    story.attempt("k1", 201, attempt=3, resource="ch_2", headers=replayed())
+    _expired_burst(story, attempt=2)
     story.effects("k1", 2, ids=["ch_1", "ch_2"])
     assert story.check("P9", "P1", "P2").findings == []
 
@@ -176,10 +182,7 @@ def test_a_crash_late_in_a_key_s_window_does_not_stretch_it() -> None:
     story.attempt("k1", 201, attempt=3, resource="ch_1", headers=JSON)
     story.attempt("k1", 201, attempt=4, resource="ch_1", headers=replayed())
     story.clock(86_400 - 31 - 1)
-    running = story.invoke("k1", attempt=5, label="expired-burst")
-    story.attempt("k1", 409, attempt=5, label="expired-burst")
-    story.answer(running, 201, resource="ch_2", headers=JSON)
-    story.attempt("k1", 201, attempt=6, resource="ch_2", headers=replayed())
+    _expired_burst(story, attempt=5)
     story.effects("k1", 2, ids=["ch_1", "ch_2"])
     assert story.check("P9", "P1", "P2").findings == []
     retried_inside = Story()  # the same, but the copies came inside the window: a duplicate
