@@ -18,6 +18,7 @@ from harness.explore._keys import KeyPlan
 __all__ = [
     "Action",
     "AfterWriteFault",
+    "AwaitAnswers",
     "Burst",
     "BurstAgain",
     "Change",
@@ -160,12 +161,17 @@ class Overlap(_Action):
     after_ms: int = Field(ge=0, le=60_000)
     second: Literal["retry", "reuse"] = "retry"
     other_body: Any = None
+    #: The second leaves only once the first is answered: the order a stagger longer than the
+    #: handling gives, which a replay tells for sure where the drawn story raced (a stagger
+    #: says when the second leaves, not that it meets the first still running).
+    in_order: bool = False
 
     def text(self) -> str:
         what = ("retry" if self.second == "retry"
                 else f"reuse, body={short_json(self.other_body)}")
+        ordered = ", in_order=True" if self.in_order else ""
         return (f"{self.id} = state.overlap({self.key.name}, after_ms={self.after_ms}, "
-                f"then={what}, tenant={self.tenant!r}, body={short_json(self.body)})")
+                f"then={what}, tenant={self.tenant!r}, body={short_json(self.body)}{ordered})")
 
 
 class HandlerFault(_Action):
@@ -280,6 +286,19 @@ class Wait(_Action):
         return f"state.wait({self.seconds:g}){note}"
 
 
+class AwaitAnswers(_Action):
+    """Real time passes until every slowed request has answered: what a clock jump left out
+    of a story leaves in its place when those requests had answered before the next step, so
+    that the story without the jump keeps the order its requests met in."""
+
+    op: Literal["await-answers"] = "await-answers"
+    why: str = ""
+
+    def text(self) -> str:
+        note = f"  # {self.why}" if self.why else ""
+        return f"state.await_answers(){note}"
+
+
 class Crash(_Action):
     """A new operation during which the target dies at ``point``; then it is restarted."""
 
@@ -314,7 +333,7 @@ class Slow(_Action):
 
 Action = Annotated[
     NewRequest | Retry | Reuse | Burst | BurstAgain | Overlap | HandlerFault | AfterWriteFault
-    | Keyless | HostileBody | FaultOn | FaultOff | Clock | Wait | Crash | Slow,
+    | Keyless | HostileBody | FaultOn | FaultOff | Clock | Wait | AwaitAnswers | Crash | Slow,
     Field(discriminator="op"),
 ]
 
@@ -322,7 +341,7 @@ _KINDS: dict[str, StepKind] = {"request": "request", "slow": "request", "retry":
                                "reuse": "reuse", "burst": "burst", "burst-again": "burst",
                                "keyless": "keyless", "fault": "fault", "heal": "heal",
                                "clock": "clock", "crash": "crash", "bad-body": "hostile",
-                               "wait": "wait", "overlap": "overlap",
+                               "wait": "wait", "await-answers": "wait", "overlap": "overlap",
                                "handler-error": "handler-error", "after-write": "after-write"}
 
 

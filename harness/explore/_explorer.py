@@ -55,10 +55,17 @@ from harness.explore._failure import Failure
 from harness.explore._front_protocol import Front
 from harness.explore._fronts import front_for
 from harness.explore._minimise import EnoughShrinking, drop_steps, enough, shrink_deadline
+from harness.explore._real_time import DEFER_REAL_TIME
 from harness.explore._report import outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
 from harness.explore._story import Provenance, Story, failure_story, save_story
-from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
+from harness.explore._story_session import (
+    ConfirmedLate,
+    StoryFailed,
+    StorySession,
+    TargetLost,
+    emitter,
+)
 from harness.services._toxiproxy import ToxiproxyServer
 
 __all__ = [
@@ -160,6 +167,8 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
         _hypothesis_run(machine, seed, config)
     except* EnoughShrinking:
         pass  # shrinking no longer paid: the session holds the shortest story so far
+    except* ConfirmedLate:
+        pass  # real time broke a property again: the session holds that story
     except* StoryFailed:
         # A broken property, shrunk; or a failure that did not come back when Hypothesis
         # replayed it (a race the target lost once, raised inside a Flaky): the session holds
@@ -214,7 +223,11 @@ def _run_search(config: ExploreConfig, front: Front, seed: int, deployment: Any,
     found.session = session
     front.prepare(session)
     session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
+    session.defer_real_time = DEFER_REAL_TIME
     _search(front.machine_for(session), seed, config)
+    if session.best is None:
+        session.tell_pending()  # the budget ran out first: what waited is told now
+    session.leave_pending("a story that needs no moved clock failed first")
     found.best, found.runs = session.best, session.examples
     deadline = shrink_deadline(session, limit=config.shrink_seconds)
     last = session

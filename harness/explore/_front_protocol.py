@@ -51,6 +51,11 @@ class Front(Protocol):
     def races(self, actions: Sequence[Any]) -> bool:
         """Does a story's outcome depend on how things running at once meet?"""
 
+    def in_order(self, actions: Sequence[Any]) -> list[Any]:
+        """The story with what it times against each other sent in order, each once the one
+        before it was answered: another telling of the same story, for a replay whose drawn
+        telling met the other way (the same actions where there is no such thing)."""
+
     def deployed(self, target: Target, *, command: str, started_at: str,
                  report_dir: Path | None, allow_remote: bool,
                  toxiproxy: ToxiproxyServer | None) -> AbstractContextManager[Any]:

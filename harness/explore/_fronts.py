@@ -40,6 +40,11 @@ class HttpFront:
         """Requests released together, timed against each other, or a slowed original."""
         return any(isinstance(a, Burst | BurstAgain | Overlap | Slow) for a in actions)
 
+    def in_order(self, actions: Sequence[Any]) -> list[Any]:
+        """Each overlap's second request held until its original is answered."""
+        return [a.model_copy(update={"in_order": True}) if isinstance(a, Overlap) else a
+                for a in actions]
+
     def deployed(self, target: Target, *, command: str, started_at: str,
                  report_dir: Path | None, allow_remote: bool,
                  toxiproxy: ToxiproxyServer | None) -> AbstractContextManager[Any]:

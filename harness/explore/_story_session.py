@@ -36,7 +36,8 @@ from harness.explore._steps import A, StepRecord
 from harness.judging._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness.judging._findings import Finding, Note
 
-__all__ = ["StoryFailed", "StorySession", "StoryWorld", "TargetLost", "emitter"]
+__all__ = ["ConfirmedLate", "StoryFailed", "StorySession", "StoryWorld", "TargetLost",
+           "emitter"]
 
 
 def emitter(handlers: Sequence[Handler]) -> Callable[[RunEvent], None]:
@@ -57,6 +58,13 @@ class TargetLost(KeyboardInterrupt):
     def __init__(self, error: HarnessError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class ConfirmedLate(KeyboardInterrupt):
+    """A story told in real time some examples after a moved clock showed its finding broke
+    the property again.  It is not Hypothesis's current example, so Hypothesis cannot shrink
+    it: this stops Hypothesis at once (a ``KeyboardInterrupt`` it lets through), and the
+    explorer drops steps from the story instead."""
 
 
 class StoryFailed(Exception):
@@ -173,6 +181,11 @@ class StorySession(ABC, Generic[A, W]):
         self._telling = False  # a story is being told again: its own sightings are not
         #: The example whose story stopped at a sighting, to be told again at its end.
         self._cut_short: W | None = None
+        #: While drawing, how many more examples a story waits before it is told in real
+        #: time (0: at once); the explorer's drawing session sets it (``DEFER_REAL_TIME``).
+        self.defer_real_time = 0
+        #: Stories waiting for their real-time telling, with the example that made each.
+        self._pending: list[tuple[int, W]] = []
         #: Findings seen only with a moved clock and not confirmed, in words for the report.
         self.moved_clock: list[Note] = []
         #: Operations the explorer could not draw for this target, and why.
@@ -299,6 +312,9 @@ class StorySession(ABC, Generic[A, W]):
             findings = failure.failing_findings
             broken = _BROKEN[findings[0].property] if findings else StoryFailed
             raise broken(failure.error or "; ".join(f.message for f in findings))
+        if self.phase == "drawing" and not self._telling and self.tell_pending(
+                lambda made: self.examples - made >= self.defer_real_time):
+            raise ConfirmedLate("a story told in real time broke its property again")
 
     def _settle_and_judge(self, world: W) -> None:
         try:
@@ -349,6 +365,35 @@ class StorySession(ABC, Generic[A, W]):
         for actions in unjumped:
             if self._broke_again(world, self._tell(actions), doubted):
                 return
+        if self.phase == "drawing" and self.defer_real_time:
+            self._pending.append((self.examples, world))
+        else:
+            self._in_real_time(world)
+
+    def tell_pending(self, due: Callable[[int], bool] = lambda made: True) -> bool:
+        """Tell in real time the waiting stories that are ``due`` (by the example that made
+        each; all, by default); whether one broke its property again (then the rest wait on,
+        and ``best`` holds it)."""
+        while self._pending and due(self._pending[0][0]):
+            _, world = self._pending.pop(0)
+            self._in_real_time(world)
+            if world.failure is not None:
+                return True
+        return False
+
+    def leave_pending(self, why: str) -> None:
+        """Report the stories still waiting as seen only with a moved clock, untold (a
+        failure that needs no moved clock came first: only a shorter story is worth the
+        wait, and shrinking looks for it)."""
+        for _, world in self._pending:
+            self._not_confirmed(world, why)
+        self._pending.clear()
+
+    def _in_real_time(self, world: W) -> None:
+        """Tell ``world``'s story with real waits in place of the jumps its doubted findings
+        need; if it cannot be told so, or does not break them again, each is reported as seen
+        only with a moved clock."""
+        doubted = {f.property for f in world.doubted}
         story, why = self._real_time_story(world)
         if why is None:
             self.confirmations += 1
@@ -361,6 +406,9 @@ class StorySession(ABC, Generic[A, W]):
             if self._broke_again(world, told, doubted):
                 return
             why = self.told_in_vain(told)
+        self._not_confirmed(world, why)
+
+    def _not_confirmed(self, world: W, why: str) -> None:
         for finding in world.doubted:
             self.moved_clock.append(Note(
                 finding.property, finding.key,

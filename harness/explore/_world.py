@@ -31,6 +31,7 @@ from harness._variations import REUSE_LABEL
 from harness.explore._actions import (
     Action,
     AfterWriteFault,
+    AwaitAnswers,
     Burst,
     BurstAgain,
     Clock,
@@ -211,6 +212,9 @@ class World:
             case Wait():
                 time.sleep(action.seconds)
                 return None, None
+            case AwaitAnswers():
+                self._background.join()
+                return None, None
             case FaultOn():
                 self._switch(action.fault, on=True)
                 return None, None
@@ -307,11 +311,17 @@ class World:
     def _overlap(self, action: Overlap, request: Request) -> str:
         """The original and, ``after_ms`` later, its retry or a reuse of its key, each on a
         connection of its own: the second meets the original still running when the delay is
-        inside the target's latency (the checker reads from the times whether it did)."""
+        inside the target's latency (the checker reads from the times whether it did);
+        ``in_order``, the second leaves once the original is answered."""
         second = (replace(request, label="retry") if action.second == "retry"
                   else replace(request, body=action.other_body, label=f"{REUSE_LABEL}body"))
-        answers = self.context.concurrently([request, second], stagger=action.after_ms / 1000,
-                                            timeout=self._timeout())
+        if action.in_order:
+            answers = [self.context.send(r, process=f"c{position}", timeout=self._timeout())
+                       for position, r in enumerate([request, second])]
+        else:
+            answers = self.context.concurrently([request, second],
+                                                stagger=action.after_ms / 1000,
+                                                timeout=self._timeout())
         self._operations[action.id].attempts = 2
         return "; then ".join(self._answer(a) for a in answers)
 

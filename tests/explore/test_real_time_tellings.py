@@ -14,15 +14,20 @@ from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from harness._history import Event, History
+import pytest
+
+from harness._history import Event, EventType, History
+from harness.explore._actions import Action, AwaitAnswers, Clock, Retry, Slow
+from harness.explore._keys import KeyPlan
 from harness.explore._real_time import (
     MAX_CONFIRMATIONS,
     TELLINGS_PER_PROPERTY,
     TELLINGS_WITHOUT_JUMPS,
     RealTimeStory,
+    without_the_jumps,
 )
 from harness.explore._steps import StepRecord
-from harness.explore._story_session import StorySession
+from harness.explore._story_session import ConfirmedLate, StorySession
 from harness.judging._checker import CheckResult
 from harness.judging._findings import Finding
 
@@ -204,3 +209,71 @@ def test_a_property_is_told_without_its_jumps_for_a_few_examples_only() -> None:
         session.play(["request", JUMP, "retry"])
     assert session.worlds == examples + TELLINGS_WITHOUT_JUMPS
     assert session.best is None and len(session.moved_clock) == examples
+
+
+def test_while_drawing_a_telling_in_real_time_waits_and_a_plain_failure_makes_it_needless(
+        ) -> None:
+    """A wait of a lease costs as much as a hundred examples: key-only at seed 8 waited 71 s
+    in real time for a takeover story, when a plain retry two examples later showed P3."""
+    session = GivenVerdictSession([doubted(TAKEOVER), broken(LOST)])
+    session.defer_real_time = 3
+    session.play([])
+    assert session.confirmations == 0 and session.best is None  # waiting, not told
+    session.play([])
+    assert session.best is not None and session.best.broken == "P9"
+    session.leave_pending("a story that needs no moved clock failed first")
+    assert session.confirmations == 0 and session.worlds == 2
+    assert "needs no moved clock failed first" in session.moved_clock[0].message
+
+
+def test_a_waiting_story_is_told_once_enough_examples_went_by() -> None:
+    session = GivenVerdictSession([doubted(TAKEOVER), PASSED, PASSED, broken(TAKEOVER)])
+    session.defer_real_time = 2
+    session.play([])
+    session.play([])
+    assert session.confirmations == 0
+    with pytest.raises(ConfirmedLate):  # Hypothesis cannot shrink a story not its own
+        session.play([])
+    assert session.confirmations == 1 and session.worlds == 4
+    assert session.best is not None and session.best.broken == "P1"
+    assert session.first_failure is not None and session.first_failure[0] == 3
+
+
+def test_what_waits_when_the_budget_ends_is_told_then() -> None:
+    session = GivenVerdictSession([doubted(TAKEOVER), broken(TAKEOVER)])
+    session.defer_real_time = 10
+    session.play([])
+    assert session.best is None
+    assert session.tell_pending()
+    assert session.best is not None and session.best.broken == "P1"
+
+
+def _request(index: int, type_: EventType, time: float, op: int) -> Event:
+    return Event(index=index, type=type_, f="request", process="c0", time=time, op=op)
+
+
+def test_a_jump_left_out_keeps_the_order_its_requests_met_in() -> None:
+    """key-only's slowed request answered 201 while a jump past its lease was made, and the
+    retry after it got 200 (P3).  Without the jump, the retry came at once, met the original
+    running (409), and the finding waited out a 30 s lease in real time: the jump's place now
+    waits for the answers that came before the next step."""
+    slow = Slow(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), delay_ms=300,
+                body={})
+    jump = Clock(seconds=35, why="past the lease")
+    retry = Retry(id="o1")
+    clock = Event(index=1, type="info", f="clock", process="nemesis", time=0.1, op=2)
+
+    def story(answered_at: float) -> tuple[list[StepRecord[Action]], list[Event]]:
+        steps: list[StepRecord[Action]] = [
+            StepRecord(1, "request", "", slow, first_event=0, last_event=1),
+            StepRecord(2, "clock", "", jump, first_event=1, last_event=3),
+            StepRecord(3, "retry", "", retry, first_event=3, last_event=5)]
+        return steps, [_request(0, "invoke", 0.0, 1), clock, _request(2, "ok", answered_at, 1),
+                       _request(3, "invoke", 0.3, 3), _request(4, "ok", 0.31, 3)]
+
+    steps, events = story(answered_at=0.2)
+    told = without_the_jumps(steps, events)
+    assert told[0] == slow and told[2] == retry and isinstance(told[1], AwaitAnswers)
+    # Answered only after the retry left: the retry met it running, and does so again.
+    steps, events = story(answered_at=0.5)
+    assert without_the_jumps(steps, events) == [slow, retry]

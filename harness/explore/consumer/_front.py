@@ -56,6 +56,10 @@ class ConsumerFront:
         return any(isinstance(a, Copies | StallMidJob)
                    or (isinstance(a, Republish) and a.copies > 1) for a in actions)
 
+    def in_order(self, actions: Sequence[Any]) -> list[Any]:
+        """The same actions: copies released together have no order of their own to keep."""
+        return list(actions)
+
     def deployed(self, target: Target, *, command: str, started_at: str,
                  report_dir: Path | None, allow_remote: bool,
                  toxiproxy: ToxiproxyServer | None) -> AbstractContextManager[Any]:
