@@ -33,18 +33,20 @@ Run: `.venv/bin/python bench/explorer.py [--seed N] [--max-examples N] [--flaw N
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness._interrupts import Interrupted, interrupt_on_signals
 from harness._profiles import get_profile
 from harness._target import Target
 from harness.consumer import reference_consumer_target, shared_broker
 from harness.explore import ExploreConfig, ReplayConfig, explore, load_story, replay
 from harness.services._postgres import start_postgres
-from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 from harness.targets._reference import reference_target
 from reference_server.consumer.flaws import CONSUMER_FLAWS
@@ -72,6 +74,8 @@ def _explore(row: Row, args: argparse.Namespace, toxiproxy: ToxiproxyServer,
     budget = row.max_examples or args.max_examples
     done = explore(ExploreConfig(target=row.target, max_examples=budget,
                                  seed=args.seed, report_dir=report_dir, toxiproxy=toxiproxy))
+    if done.result.verdict == "incomplete":  # a signal stopped the row: stop the bench too
+        raise Interrupted(signal.Signals[done.result.stopped_by or "SIGINT"])
     total = time.monotonic() - started
     story = done.story
     if story is None:
@@ -161,5 +165,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    stop_children_on_sigterm()  # a SIGTERM stops the services it started too
-    main()
+    # SIGINT and SIGTERM stop the row in progress, which reports itself incomplete, and then
+    # the bench (it went on to the next row before); the services it started stop on the way.
+    interrupt_on_signals()
+    try:
+        main()
+    except Interrupted as stop:
+        print(f"\nexplorer bench {stop}", file=sys.stderr)
+        sys.exit(stop.exit_code)
