@@ -31,7 +31,6 @@ import argparse
 import ast
 import random
 import signal
-import sys
 import tempfile
 import time
 import tomllib
@@ -42,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness._errors import HarnessError
-from harness._interrupts import Interrupted, interrupt_on_signals
+from harness._interrupts import Interrupted, main_until_interrupted
 from harness._outcomes import RunResult
 from harness._profiles import get_profile
 from harness._runner import RunConfig, run_scenarios
@@ -244,9 +243,4 @@ if __name__ == "__main__":
     # SIGINT and SIGTERM stop the row in progress, which reports itself incomplete (an
     # exploration stopped by SystemExit instead had Hypothesis print a FlakyFailure); the
     # services the bench started are stopped on the way out.
-    interrupt_on_signals()
-    try:
-        main()
-    except Interrupted as stop:
-        print(f"\ndetection bench {stop}", file=sys.stderr)
-        sys.exit(stop.exit_code)
+    main_until_interrupted(main, "detection bench")

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness._interrupts import Interrupted, interrupt_on_signals
+from harness._interrupts import Interrupted, main_until_interrupted
 from harness._profiles import get_profile
 from harness._target import Target
 from harness.consumer import reference_consumer_target, shared_broker
@@ -167,9 +166,4 @@ def main() -> None:
 if __name__ == "__main__":
     # SIGINT and SIGTERM stop the row in progress, which reports itself incomplete, and then
     # the bench (it went on to the next row before); the services it started stop on the way.
-    interrupt_on_signals()
-    try:
-        main()
-    except Interrupted as stop:
-        print(f"\nexplorer bench {stop}", file=sys.stderr)
-        sys.exit(stop.exit_code)
+    main_until_interrupted(main, "explorer bench")

@@ -15,8 +15,8 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["SIGNAL_CHECK_SECONDS", "Interrupted", "StopRequest", "each_as_done",
-           "interrupt_on_signals", "interruption_handled", "raise_if_interrupted",
-           "signals_deferred"]
+           "interrupt_on_signals", "interruption_handled", "main_until_interrupted",
+           "raise_if_interrupted", "signals_deferred"]
 
 #: How often a thread waiting for worker threads wakes.  The kernel may hand Ctrl-C to any
 #: thread; Python then only notes it for the main thread, which acts on it when it next runs:
@@ -125,6 +125,18 @@ def interrupt_on_signals() -> None:
     sys.unraisablehook = _unraisable
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise)
+
+
+def main_until_interrupted(main: Callable[[], None], name: str) -> None:
+    """Run a script's ``main`` so that SIGINT and SIGTERM stop it as they stop a command: the
+    run in progress reports itself incomplete, and the script exits 128 + the signal's
+    number, saying so under ``name``, with no traceback."""
+    interrupt_on_signals()
+    try:
+        main()
+    except Interrupted as stop:
+        print(f"\n{name} {stop}", file=sys.stderr)
+        sys.exit(stop.exit_code)
 
 
 @contextmanager
