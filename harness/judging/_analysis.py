@@ -166,12 +166,22 @@ class View:
         return any(first < j.time < last for j in self.jumps)
 
     def moved_while_running(self, indices: Sequence[int]) -> tuple[int, ...]:
-        """The clock jumps among ``indices`` (a finding's evidence) made while a request among
-        them was still in flight: evidence a jump made, that real time might not."""
+        """The clock jumps made before the last of ``indices`` (a finding's evidence) while a
+        request of a key they are about was still in flight: evidence a jump made, that real
+        time might not.  Every request of those keys counts, cited or not: a jump that expires
+        a running original's claim lets the key be taken while it runs, and the charges that
+        follow fall in the next window, where the finding cites only the later requests
+        (fresh_validation, explored under CI: P2 cited a burst's answers and the retries that
+        replayed the original's late charge, not the original)."""
         cited = set(indices)
-        attempts = [a for a in self.attempts if a.invoke.index in cited]
+        evidence = [e for e in self.events if e.index in cited]
+        if not evidence:
+            return ()
+        last = max(e.time for e in evidence)
+        keys = {(e.tenant, e.key) for e in evidence if e.key is not None}
+        attempts = [a for key in keys for a in self.by_identity.get(key, [])]
         return tuple(sorted({j.index for a in attempts for j in self.jumps_during(a)
-                             if j.index in cited}))
+                             if j.time < last}))
 
     def keyed(self) -> list[tuple[Identity, list[Attempt]]]:
         """Identities that carried a real key (not keyless, not hostile), in first-use order."""

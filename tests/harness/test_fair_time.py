@@ -94,6 +94,28 @@ def test_a_finding_that_needs_a_jump_made_while_its_request_ran_is_only_a_note()
     assert {f.property for f in trusted.findings} == {"P1", "P2"}
 
 
+def test_a_jump_that_expired_a_running_original_doubts_what_its_key_showed_after() -> None:
+    """fresh_validation, explored under CI: a slow request; the clock moves past the retention
+    while it runs; copies of its key charge anew (the key had expired) and are replayed; the
+    original commits its own charge late, and a retry replays it.  P2 cites only the later
+    window's answers, not the original that ran through the jump: without the jump, no second
+    window would have begun while it ran."""
+    story = Story()
+    slow = story.invoke("k1", label="slow")
+    story.clock(90_000)
+    story.attempt("k1", 201, attempt=2, label="burst", resource="ch_2", digest="d2",
+                  headers=JSON)
+    story.attempt("k1", 201, attempt=3, label="retry", resource="ch_2", digest="d2",
+                  headers=replayed())
+    story.answer(slow, 201, resource="ch_1", digest="d1", headers=JSON)
+    story.attempt("k1", 201, attempt=4, label="retry", resource="ch_1", digest="d1",
+                  headers=replayed())
+    story.effects("k1", 2, ids=["ch_1", "ch_2"])
+    result = story.check("P2", trust_moved_clock=False)  # as the explorer judges
+    assert result.findings == [] and {f.property for f in result.unconfirmed} == {"P2"}
+    assert [f.property for f in story.check("P2", trust_moved_clock=True).findings] == ["P2"]
+
+
 def test_a_jump_made_while_nothing_ran_is_evidence_like_any_other() -> None:
     """After a crash the dead request's timers died with it: a jump past its lease is fair."""
     story = Story()
