@@ -69,6 +69,10 @@ __all__ = ["CAREFUL_CLIENT", "World"]
 CAREFUL_CLIENT = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.1)
 #: How many times the oracle is asked again when answers keep landing while it is asked.
 LOOKS = 5
+#: The pauses before the oracle is asked again about a key answered 2xx with nothing charged:
+#: a service that answers before it commits (ack-before-commit) charges a few milliseconds
+#: late, and a charge that comes is late, not lost.  A lost one is still lost after them.
+LATE_CHARGE_PAUSES = (0.05, 0.15, 0.3)
 #: How long a healed database fault may take to stop showing, and how many answers in a row
 #: show it has.
 STORE_RECOVERY = 10.0
@@ -93,6 +97,21 @@ class _Operation:
 
 def _identity(request: Request) -> Identity:
     return (request.tenant, request.key)
+
+
+def _answered_without_a_charge(events: Sequence[Event]) -> list[Identity]:
+    """The keys whose last count, taken after a 2xx answer, found nothing charged."""
+    answered: dict[Identity, int] = {}
+    counted: dict[Identity, tuple[int, int]] = {}
+    for event in events:
+        if (event.f == "request" and event.type == "ok" and event.status is not None
+                and 200 <= event.status < 300):
+            answered[event.identity] = event.index
+        elif event.f == "effects" and event.type == "ok":
+            counted[(event.tenant, event.key)] = (event.index, int(event.value.get("count", 0)))
+    return [identity for identity, answer in answered.items()
+            if identity in counted and counted[identity][0] > answer
+            and counted[identity][1] == 0]
 
 
 class World:
@@ -408,6 +427,13 @@ class World:
             if not any(e.f == "request" and e.index >= self._observed for e in events):
                 break
             self.context.collect_effects(self._unsettled_identities())
+        for pause in LATE_CHARGE_PAUSES:
+            late = _answered_without_a_charge(events)
+            if not late:
+                break
+            time.sleep(pause)
+            self.context.collect_effects(late)
+            events = self.history.events()
         latest: dict[Identity, int] = {}
         for event in events:
             if event.f == "effects" and event.type == "ok":
