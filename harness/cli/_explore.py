@@ -98,13 +98,16 @@ _REFERENCE_CONSUMER = click.option(
 @click.option("--trust-moved-clock", is_flag=True,
               help="count a finding seen only with a moved clock (a jump made while a request "
                    "ran) without telling its story again in real time")
+@click.option("--no-opening", is_flag=True,
+              help="let Hypothesis draw from the first example, without first telling the "
+                   "opening's shortest stories (a retry, a reuse, a burst...)")
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def explore_command(target_file: str | None, reference: bool, store: str | None,
                     flaw: str | None, allow_remote: bool, reference_consumer: bool,
                     max_examples: int | None, seed: int | None, report_dir: Path | None,
                     shrink_time: float, retry_horizon: float, fresh: bool,
-                    trust_moved_clock: bool, quiet: bool) -> None:
+                    trust_moved_clock: bool, no_opening: bool, quiet: bool) -> None:
     """Let Hypothesis draw stories of requests, retries and faults (or, for a queue consumer,
     publishes, copies, republishes, lost acks, kills and restarts, stalls, clock jumps and
     poison messages); print and save the shortest failing one (exit 0 nothing failed, 1 a
@@ -116,8 +119,9 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
         shutil.rmtree(database, ignore_errors=True)
     saved = 0 if in_ci() else _saved_examples(database)
     if saved:
-        click.echo(f"explore: first replaying {saved} failing example(s) saved by an earlier "
-                   f"exploration of this target in {database} (--fresh starts clean)")
+        click.echo(f"explore: replaying {saved} failing example(s) saved by an earlier "
+                   f"exploration of this target in {database} before drawing "
+                   f"(--fresh starts clean)")
     config = ExploreConfig(
         target=target,
         max_examples=max_examples or get_profile().explore_max_examples,
@@ -128,6 +132,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
         allow_remote=allow_remote,
         retry_horizon=retry_horizon,
         trust_moved_clock=trust_moved_clock,
+        opening=not no_opening,
     )
     done = explore(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     numbers = done.result.extra["explore"]

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
@@ -55,6 +55,7 @@ from harness.explore._failure import Failure
 from harness.explore._front_protocol import Front
 from harness.explore._fronts import front_for
 from harness.explore._minimise import EnoughShrinking, drop_steps, enough, shrink_deadline
+from harness.explore._opening import tell_opening
 from harness.explore._real_time import DEFER_REAL_TIME
 from harness.explore._report import outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
@@ -102,6 +103,8 @@ class ExploreConfig:
     toxiproxy: ToxiproxyServer | None = None  # shared with other runs; started when None
     #: Count a finding seen only with a moved clock without telling its story in real time.
     trust_moved_clock: bool = False
+    #: Tell the opening's stories before Hypothesis draws (``_opening``).
+    opening: bool = True
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,11 @@ def _run_search(config: ExploreConfig, front: Front, seed: int, deployment: Any,
     front.prepare(session)
     session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
     session.defer_real_time = DEFER_REAL_TIME
-    _search(front.machine_for(session), seed, config)
+    machine = front.machine_for(session)
+    # the opening first (``_opening``); a story of it that fails is as short as a drawn one
+    # would shrink to, and Hypothesis does not draw
+    if not (config.opening and tell_opening(cast(Any, machine))):
+        _search(machine, seed, config)
     if session.best is None:
         session.tell_pending()  # the budget ran out first: what waited is told now
     session.leave_pending("a story that needs no moved clock failed first")

@@ -9,7 +9,7 @@ for each example (swarm testing).  An even pick would make a new request as rare
 each operation is registered as many times as its weight: a rule registered four times is
 picked four times as often, and is hardly ever switched off entirely.  That is what makes the
 combinations that matter (a request, a clock jump, then its retry) likely within a budget of a
-few dozen examples.
+few dozen examples.  The order of ``WEIGHTS`` says which rule Hypothesis favours (``_rules``).
 """
 
 from __future__ import annotations
@@ -22,21 +22,42 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant
 from harness._target import Target
 from harness.explore._actions import Action
 from harness.explore._bodies import Fill
+from harness.explore._opening import Move, Opening
 from harness.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
 from harness.explore._rules import Operation as _Operation
-from harness.explore._rules import weighted
+from harness.explore._rules import rules
 from harness.explore._session import Session
-from harness.explore._strategies import RECENT_FIRST, Again, BadBody, Draft, Strategies
+from harness.explore._strategies import (
+    JUST_WITHIN_RETENTION,
+    OVERLAP_FRACTIONS,
+    PAST_LEASE,
+    PAST_RETENTION,
+    RECENT_FIRST,
+    Again,
+    BadBody,
+    Draft,
+    KeyChoice,
+    Strategies,
+)
 
 __all__ = ["WEIGHTS", "machine_for"]
 
 MAX_BURST = 8
+#: Copies in the opening's burst: enough to meet a race with a window of a few milliseconds.
+OPENING_COPIES = 4
+#: The plainest body's values, and another body's, for the opening's stories.
+PLAIN, OTHER = Fill(1, "a", ""), Fill(2, "b", "")
 
-#: How often each operation is drawn, relative to the others.
-WEIGHTS = {"request": 4, "send_again": 4, "time_passes": 3, "slow_request": 2,
-           "retry_while_running": 2, "overlap": 2, "burst": 1, "burst_again": 1, "keyless": 1,
-           "toggle_fault": 1, "crash": 1, "bad_body": 1, "handler_error": 1, "after_write": 1,
-           "outlive_lease": 1, "take_over": 1}
+#: How often each operation is drawn, relative to the others.  Hypothesis starts from and
+#: shrinks towards the operations that draw the fewest values, and among those the first here
+#: (``_rules``).  A retry comes first: Hypothesis's simplest example is then a request and its
+#: retries, and each of its early examples retries the last operation of a few drawn steps, so
+#: a flaw a plain retry shows comes at once; ``bad_body`` comes last (it sorted first by name,
+#: and the first examples sent fourteen bodies the target must refuse).
+WEIGHTS = {"send_again": 4, "request": 4, "time_passes": 3, "burst": 1, "overlap": 2,
+           "burst_again": 1, "slow_request": 2, "retry_while_running": 2, "keyless": 1,
+           "crash": 1, "outlive_lease": 1, "take_over": 1, "after_write": 1,
+           "handler_error": 1, "toggle_fault": 1, "bad_body": 1}
 
 #: The capability each operation needs from the target, if any.
 NEEDS = {"time_passes": "clock", "crash": "crash", "slow_request": "slow",
@@ -50,6 +71,8 @@ class _Machine(RuleBasedStateMachine):
 
     session: Session
     drawn: Target  # the target as planned for (``drawn_target``)
+    operations: frozenset[str]  # the operations it has rules for
+    opening: tuple[Opening, ...]  # the stories told before Hypothesis draws (``opening``)
 
     def __init__(self) -> None:
         super().__init__()
@@ -110,8 +133,7 @@ class _Machine(RuleBasedStateMachine):
         self._do(self.plan.toggle(fault))
 
     def time_passes(self, jump: tuple[float, str]) -> None:
-        """The target's clock jumps forward (the rule's name sorts it after ``request``, the
-        rule Hypothesis starts from and shrinks towards)."""
+        """The target's clock jumps forward."""
         self._do(self.plan.clock(*jump))
 
     def retry_while_running(self, late: bool) -> None:
@@ -230,10 +252,49 @@ def machine_for(session: Session) -> type[RuleBasedStateMachine]:
     """The state machine for the session's target; each example gets a fresh world."""
     target = drawn_target(session)
     capabilities = target.capabilities()
-    namespace: dict[str, Any] = {"session": session, "drawn": target}
     draw = Strategies(target, writes_per_charge=session.writes_per_charge)
-    for name, operation in _operations(draw, session.latency_ms).items():
-        if NEEDS.get(name, "") in capabilities | {""}:
-            namespace.update(weighted(_Machine, name, operation, WEIGHTS[name]))
+    operations = {name: operation
+                  for name, operation in _operations(draw, session.latency_ms).items()
+                  if NEEDS.get(name, "") in capabilities | {""}}
+    namespace: dict[str, Any] = {"session": session, "drawn": target,
+                                 "operations": frozenset(operations),
+                                 "opening": opening(draw),
+                                 **rules(_Machine, operations, WEIGHTS)}
     return cast(type[RuleBasedStateMachine],
                 type("IdempotencyMachine", (_Machine,), namespace))
+
+
+def opening(draw: Strategies) -> tuple[Opening, ...]:
+    """The shortest story of each kind (``_opening``), the cheapest and commonest first: a
+    retry; a reuse with another body; the key from the other tenant; copies sent together; a
+    retry inside the original's latency; a retry just within the retention; a jump past it (the
+    jump reads the key table); a crash at the first declared point and a retry past the lease;
+    a slowed request outliving its lease and a retry that may take its key over.  Each is a
+    story the machine could draw, with the plainest values."""
+    target = draw.target
+    body = draw.body(PLAIN)
+    request = Move("request", {"draft": Draft("a", KeyChoice("plain", 0, ""), body)})
+    retry = Move("send_again", {"again": Again(0, "as-sent", PLAIN)})
+    jumps = {why: Move("time_passes", {"jump": (seconds, why)})
+             for seconds, why in draw.clock_steps}
+    stories: list[Opening] = [
+        (request, retry),
+        (request, Move("send_again", {"again": Again(0, "body", OTHER)})),
+    ]
+    if target.tenant is not None:
+        stories.append((request, Move("request", {
+            "draft": Draft("a", KeyChoice("shared", 0, ""), body)})))
+    stories += [
+        (Move("burst", {"tenant": "a", "copies": OPENING_COPIES, "body": body}),),
+        (Move("overlap", {"tenant": "a", "body": body, "fraction": OVERLAP_FRACTIONS[1],
+                          "reuse": False, "fill": PLAIN}),),
+    ]
+    if JUST_WITHIN_RETENTION in jumps:
+        stories.append((request, jumps[JUST_WITHIN_RETENTION], retry))
+    if PAST_RETENTION in jumps:
+        stories.append((request, jumps[PAST_RETENTION]))
+    if PAST_LEASE in jumps:
+        crash = Move("crash", {"tenant": "a", "point": draw.crash_points[0], "body": body})
+        stories.append((crash, jumps[PAST_LEASE], retry))
+    stories.append((Move("take_over", {"tenant": "a", "body": body}),))
+    return tuple(stories)

@@ -1,9 +1,16 @@
-"""Rules by weight: how a front end's operations become a Hypothesis state machine's rules.
+"""Rules by weight and in order: how a front end's operations become a state machine's rules.
 
 Hypothesis picks evenly among the rules that may run, and switches a random part of them off
 for each example (swarm testing).  An even pick would make a new request (or a publish) as rare
 as a crash, so each operation is registered as many times as its weight: a rule registered
 four times is picked four times as often, and is hardly ever switched off entirely.
+
+Hypothesis also has a favourite: the first rule in its order.  Its simplest example repeats that
+rule at every step, its early examples repeat it after a few drawn steps (its fast path for a
+flaw that is easy to find), and shrinking moves every step towards it.  Hypothesis orders rules
+by their number of arguments, then by name; here each rule's name begins with its operation's
+place in the front end's weights, so among rules that draw as many values the front end chooses
+the order, and the favourite is the first operation of the fewest values.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any, cast
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-__all__ = ["Operation", "weighted"]
+__all__ = ["Operation", "rules"]
 
 #: ``rule`` with only value strategies (its overloads for bundles do not take a mapping).
 _rule = cast(Callable[..., Callable[[Callable[..., None]], Callable[..., None]]], rule)
@@ -29,18 +36,31 @@ class Operation:
     condition: Callable[[Any], bool] | None = None
 
 
-def weighted(base: type[RuleBasedStateMachine], name: str, operation: Operation,
-             weight: int) -> dict[str, Any]:
-    """``weight`` rules that all perform ``base``'s method ``name`` (the first one under that
-    name, the others ``name_2``...), for the namespace of a subclass of ``base``."""
-    rules: dict[str, Any] = {}
+def rules(base: type[RuleBasedStateMachine], operations: Mapping[str, Operation],
+          weights: Mapping[str, int]) -> dict[str, Any]:
+    """The rules that perform ``base``'s methods named in ``operations``, for the namespace of
+    a subclass of ``base``: each as many times as ``weights`` says, in the order of
+    ``weights`` (the first one is Hypothesis's favourite)."""
+    namespace: dict[str, Any] = {}
+    for place, name in enumerate(weights):
+        if name in operations:
+            namespace.update(_weighted(base, name, operations[name], weights[name], place))
+    return namespace
+
+
+def _weighted(base: type[RuleBasedStateMachine], name: str, operation: Operation, weight: int,
+              place: int) -> dict[str, Any]:
+    """``weight`` rules that all perform ``base``'s method ``name``, named so that they sort
+    at ``place`` (``r03_name``, ``r03_name_2``...)."""
+    registered_rules: dict[str, Any] = {}
     for copy in range(weight):
         def perform(self: RuleBasedStateMachine, _name: str = name, **values: Any) -> None:
             getattr(base, _name)(self, **values)
 
-        perform.__name__ = perform.__qualname__ = name if copy == 0 else f"{name}_{copy + 1}"
+        rule_name = f"r{place:02d}_{name}" + ("" if copy == 0 else f"_{copy + 1}")
+        perform.__name__ = perform.__qualname__ = rule_name
         registered = _rule(**operation.strategies)(perform)
         if operation.condition is not None:
             registered = precondition(operation.condition)(registered)
-        rules[perform.__name__] = registered
-    return rules
+        registered_rules[rule_name] = registered
+    return registered_rules

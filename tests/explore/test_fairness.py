@@ -69,7 +69,7 @@ def test_a_bad_amount_is_its_own_hostile_step_with_a_key_no_later_step_names(bad
     plan = Planner(REFERENCE)
     [action] = plan.bad_body("a", bad.body, bad.why)
     assert isinstance(action, HostileBody) and plan.retryable() == []
-    assert "bad_body" in vars(machine_for_reference())
+    assert "bad_body" in machine_for_reference().operations
 
 
 def test_no_bad_body_is_drawn_when_the_target_declares_no_invalid_value() -> None:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness.consumer._target import ConsumerTarget
-from harness.explore._rules import Operation, weighted
+from harness.explore._opening import Opening
+from harness.explore._rules import Operation, rules
 from harness.explore._strategies import RECENT_FIRST, clock_steps
 from harness.explore.consumer._actions import CONSUMER_FAULT_NAMES, ConsumerAction
 from harness.explore.consumer._planner import ConsumerPlanner
@@ -23,11 +24,12 @@ from harness.explore.consumer._session import ConsumerSession
 
 __all__ = ["NEEDS", "WEIGHTS", "machine_for"]
 
-#: How often each operation is drawn, relative to the others.  Hypothesis tries rules with
-#: fewer arguments first, then by name, and shrinks towards them: ``publish`` comes first.
-WEIGHTS = {"publish": 4, "republish": 3, "copies": 2, "lost_ack": 2, "time_passes": 2,
-           "late_republish": 2, "restart": 2, "publish_losing_confirm": 1, "kill": 1,
-           "stall_mid_job": 1, "toggle_fault": 1, "send_poison": 1, "work_failure": 1}
+#: How often each operation is drawn, relative to the others.  Hypothesis starts from and
+#: shrinks towards the operations that draw the fewest values, and among those the first here
+#: (``_rules``): ``publish``, then the others in the order of their names.
+WEIGHTS = {"publish": 4, "publish_losing_confirm": 1, "restart": 2, "send_poison": 1,
+           "stall_mid_job": 1, "copies": 2, "kill": 1, "lost_ack": 2, "time_passes": 2,
+           "toggle_fault": 1, "work_failure": 1, "late_republish": 2, "republish": 3}
 #: The capabilities each operation needs from the target (harness/consumer/_target.py).
 NEEDS: dict[str, frozenset[str]] = {
     "republish": frozenset({"republish"}), "time_passes": frozenset({"clock"}),
@@ -42,10 +44,13 @@ MAX_COPIES = 4
 
 class _ConsumerMachine(RuleBasedStateMachine):
     """Stories against one consumer, judged by the checker after every step; ``machine_for``
-    adds the rules."""
+    adds the rules.  It has no opening yet (``harness.explore._opening``): its first stories
+    are Hypothesis's."""
 
     session: ConsumerSession
     drawn: ConsumerTarget
+    operations: frozenset[str]  # the operations it has rules for
+    opening: tuple[Opening, ...]
 
     def __init__(self) -> None:
         super().__init__()
@@ -169,9 +174,10 @@ def _operations(session: ConsumerSession) -> dict[str, Operation]:
 
 def machine_for(session: ConsumerSession) -> type[RuleBasedStateMachine]:
     """The state machine for the session's consumer; each example gets a fresh world."""
-    namespace: dict[str, Any] = {"session": session, "drawn": session.target}
-    for name, operation in _operations(session).items():
-        namespace.update(weighted(_ConsumerMachine, name, operation, WEIGHTS[name]))
+    operations = _operations(session)
+    namespace: dict[str, Any] = {"session": session, "drawn": session.target,
+                                 "operations": frozenset(operations), "opening": (),
+                                 **rules(_ConsumerMachine, operations, WEIGHTS)}
     return cast(type[RuleBasedStateMachine],
                 type("ConsumerMachine", (_ConsumerMachine,), namespace))
 

@@ -1,0 +1,83 @@
+"""The opening: the shortest story of each kind, told before Hypothesis draws.
+
+Hypothesis tries a test's explicit examples (``@example``) before it draws any; a state machine
+cannot have them.  The opening is those examples for the explorer: each front end writes out
+the shortest stories that show the commonest flaws (for an HTTP service: a request and its
+retry, the key reused with another body, copies sent together...), and the explorer tells them
+first.  A flaw one of them shows is then found in the first few examples, with a story as short
+as it gets, rather than whenever Hypothesis happens to draw it: its first examples repeat one
+rule, and a story of a request, a jump and a retry can take dozens of examples to come.
+
+Each story is told through the same state machine as a drawn one (its operations, the invariant
+after every step, its teardown), so it is judged, kept and reported alike; only the stories
+whose operations the machine has for its target are told.  A story that fails ends the opening
+and the drawing: the explorer shortens it by dropping steps, as it does a story Hypothesis
+cannot shrink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.explore._story_session import ConfirmedLate, StoryFailed
+
+__all__ = ["Move", "Opening", "tell_opening"]
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of an opening story: the machine's operation and the values it would draw."""
+
+    operation: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: An opening story: its moves, in order.
+Opening = tuple[Move, ...]
+
+
+class _Teller(Protocol):
+    """A state machine as the opening drives it (``IdempotencyMachine``, ``ConsumerMachine``):
+    each instance is one example's world, judged by its invariant after every step."""
+
+    def the_checker_finds_nothing(self) -> None: ...
+
+    def teardown(self) -> None: ...
+
+
+class _Machine(Protocol):
+    operations: frozenset[str]
+    opening: tuple[Opening, ...]
+
+    def __call__(self) -> _Teller: ...
+
+
+def tell_opening(machine: _Machine) -> bool:
+    """Tell each of ``machine``'s opening stories it has the operations for, until one fails;
+    whether one did (the session holds it)."""
+    for story in machine.opening:
+        if {move.operation for move in story} <= machine.operations and _failed(machine, story):
+            return True
+    return False
+
+
+def _failed(machine: _Machine, story: Sequence[Move]) -> bool:
+    """Tell ``story`` as Hypothesis runs an example: the invariant after every step, the
+    teardown (which judges the settled story and raises if it failed) at the end."""
+    teller = machine()
+    try:
+        for move in story:
+            getattr(teller, move.operation)(**move.values)
+            teller.the_checker_finds_nothing()
+    except BaseException:
+        with suppress(BaseException):  # the world is closed all the same; the first error counts
+            teller.teardown()
+        raise
+    try:
+        teller.teardown()
+    except (StoryFailed, ConfirmedLate):  # the story failed, or one told in real time did
+        return True
+    return False
