@@ -39,7 +39,7 @@ class Move:
 Opening = tuple[Move, ...]
 
 
-class _Teller(Protocol):
+class _Example(Protocol):
     """A state machine as the opening drives it (``IdempotencyMachine``, ``ConsumerMachine``):
     each instance is one example's world, judged by its invariant after every step."""
 
@@ -48,14 +48,16 @@ class _Teller(Protocol):
     def teardown(self) -> None: ...
 
 
-class _Machine(Protocol):
+class _MachineClass(Protocol):
+    """A state machine class: the operations it has rules for, its opening, its examples."""
+
     operations: frozenset[str]
     opening: tuple[Opening, ...]
 
-    def __call__(self) -> _Teller: ...
+    def __call__(self) -> _Example: ...
 
 
-def tell_opening(machine: _Machine) -> bool:
+def tell_opening(machine: _MachineClass) -> bool:
     """Tell each of ``machine``'s opening stories it has the operations for, until one fails;
     whether one did (the session holds it)."""
     for story in machine.opening:
@@ -64,20 +66,20 @@ def tell_opening(machine: _Machine) -> bool:
     return False
 
 
-def _failed(machine: _Machine, story: Sequence[Move]) -> bool:
+def _failed(machine: _MachineClass, story: Sequence[Move]) -> bool:
     """Tell ``story`` as Hypothesis runs an example: the invariant after every step, the
     teardown (which judges the settled story and raises if it failed) at the end."""
-    teller = machine()
+    example = machine()
     try:
         for move in story:
-            getattr(teller, move.operation)(**move.values)
-            teller.the_checker_finds_nothing()
+            getattr(example, move.operation)(**move.values)
+            example.the_checker_finds_nothing()
     except BaseException:
         with suppress(BaseException):  # the world is closed all the same; the first error counts
-            teller.teardown()
+            example.teardown()
         raise
     try:
-        teller.teardown()
+        example.teardown()
     except (StoryFailed, ConfirmedLate):  # the story failed, or one told in real time did
         return True
     return False
