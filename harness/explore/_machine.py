@@ -28,11 +28,11 @@ from harness.explore._rules import Operation as _Operation
 from harness.explore._rules import rules
 from harness.explore._session import Session
 from harness.explore._strategies import (
-    JUST_WITHIN_RETENTION,
     OVERLAP_FRACTIONS,
-    PAST_LEASE,
-    PAST_RETENTION,
     RECENT_FIRST,
+    WHY_JUST_WITHIN_RETENTION,
+    WHY_PAST_LEASE,
+    WHY_PAST_RETENTION,
     Again,
     BadBody,
     Draft,
@@ -289,12 +289,12 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
         (Move("overlap", {"tenant": "a", "body": body, "fraction": OVERLAP_FRACTIONS[1],
                           "reuse": False, "fill": PLAIN}),),
     ]
-    if JUST_WITHIN_RETENTION in jumps:
-        stories.append((request, jumps[JUST_WITHIN_RETENTION], retry))
-    if PAST_RETENTION in jumps:
-        stories.append((request, jumps[PAST_RETENTION]))
-    if PAST_LEASE in jumps:
+    if WHY_JUST_WITHIN_RETENTION in jumps:
+        stories.append((request, jumps[WHY_JUST_WITHIN_RETENTION], retry))
+    if WHY_PAST_RETENTION in jumps:
+        stories.append((request, jumps[WHY_PAST_RETENTION]))
+    if WHY_PAST_LEASE in jumps:
         crash = Move("crash", {"tenant": "a", "point": draw.crash_points[0], "body": body})
-        stories.append((crash, jumps[PAST_LEASE], retry))
+        stories.append((crash, jumps[WHY_PAST_LEASE], retry))
     stories.append((Move("take_over", {"tenant": "a", "body": body}),))
     return tuple(stories)

@@ -41,10 +41,10 @@ def rules(base: type[RuleBasedStateMachine], operations: Mapping[str, Operation]
     """The rules that perform ``base``'s methods named in ``operations``, for the namespace of
     a subclass of ``base``: each as many times as ``weights`` says, in the order of
     ``weights`` (the first one is Hypothesis's favourite)."""
+    places = {name: place for place, name in enumerate(weights)}
     namespace: dict[str, Any] = {}
-    for place, name in enumerate(weights):
-        if name in operations:
-            namespace.update(_weighted(base, name, operations[name], weights[name], place))
+    for name, operation in operations.items():
+        namespace.update(_weighted(base, name, operation, weights[name], places[name]))
     return namespace
 
 

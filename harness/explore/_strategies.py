@@ -20,14 +20,14 @@ from harness.explore._actions import Change, Spelling
 from harness.explore._bodies import Fill, render
 from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds
 
-__all__ = ["AGAIN", "JUST_WITHIN_RETENTION", "OVERLAP_FRACTIONS", "PAST_LEASE", "PAST_RETENTION",
-           "PAST_THE_LEASE", "RECENT_FIRST", "Again", "BadBody",
-           "Draft", "KeyChoice", "Strategies", "clock_steps", "past_the_retention"]
+__all__ = ["AGAIN", "OVERLAP_FRACTIONS", "PAST_THE_LEASE", "RECENT_FIRST",
+           "WHY_JUST_WITHIN_RETENTION", "WHY_PAST_LEASE", "WHY_PAST_RETENTION", "Again",
+           "BadBody", "Draft", "KeyChoice", "Strategies", "clock_steps", "past_the_retention"]
 
 #: How far past the promised lease a jump goes: beyond the checker's slack for clock skew.
 PAST_THE_LEASE = LEASE_SLACK + 3.0
-#: What three of the clock jumps are called (stories name them; the opening looks them up).
-PAST_LEASE, JUST_WITHIN_RETENTION, PAST_RETENTION = (
+#: Why three of the clock jumps are made, as stories say (the opening looks them up by it).
+WHY_PAST_LEASE, WHY_JUST_WITHIN_RETENTION, WHY_PAST_RETENTION = (
     "past the lease", "just within the retention", "past the retention")
 #: Amounts a charge endpoint must refuse: zero, negative, fractional, huge and tiny doubles.
 #: Drawn only for the hostile-body step (P10), never for an ordinary request: a service may
@@ -100,7 +100,7 @@ def clock_steps(*, lease: float | None, retention: float | None) -> list[tuple[f
     a retry falls."""
     steps: list[tuple[float, str]] = []
     if lease is not None:
-        steps.append((lease + PAST_THE_LEASE, PAST_LEASE))
+        steps.append((lease + PAST_THE_LEASE, WHY_PAST_LEASE))
     if retention is None:
         return [*steps, (700.0, "a few minutes"), (21_600.0, "six hours"),
                 (172_800.0, "two days")]
@@ -108,7 +108,7 @@ def clock_steps(*, lease: float | None, retention: float | None) -> list[tuple[f
         steps.append((700.0, "a few minutes"))
     margin = _retention_margin(retention)
     return [*steps, (float(int(retention * 0.4)), "well within the retention"),
-            (retention - margin, JUST_WITHIN_RETENTION), past_the_retention(retention)]
+            (retention - margin, WHY_JUST_WITHIN_RETENTION), past_the_retention(retention)]
 
 
 def _retention_margin(retention: float) -> float:
@@ -118,7 +118,7 @@ def _retention_margin(retention: float) -> float:
 def past_the_retention(retention: float) -> tuple[float, str]:
     """The jump that takes a key just made past ``retention``: far enough past it that the
     harness's and the target's clocks agree which side a retry falls."""
-    return retention + _retention_margin(retention), PAST_RETENTION
+    return retention + _retention_margin(retention), WHY_PAST_RETENTION
 
 
 class Strategies:

@@ -99,19 +99,20 @@ def _identity(request: Request) -> Identity:
     return (request.tenant, request.key)
 
 
-def _answered_without_a_charge(events: Sequence[Event]) -> list[Identity]:
-    """The keys whose last count, taken after a 2xx answer, found nothing charged."""
-    answered: dict[Identity, int] = {}
-    counted: dict[Identity, tuple[int, int]] = {}
-    for event in events:
-        if (event.f == "request" and event.type == "ok" and event.status is not None
-                and 200 <= event.status < 300):
-            answered[event.identity] = event.index
-        elif event.f == "effects" and event.type == "ok":
-            counted[(event.tenant, event.key)] = (event.index, int(event.value.get("count", 0)))
+def _last_counts(events: Sequence[Event]) -> dict[Identity, tuple[int, int]]:
+    """Each key's last charge count the oracle gave: the event's index, and the count."""
+    return {(e.tenant, e.key): (e.index, int(e.value.get("count", 0)))
+            for e in events if e.f == "effects" and e.type == "ok"}
+
+
+def _answered_without_a_charge(events: Sequence[Event],
+                               counts: dict[Identity, tuple[int, int]]) -> list[Identity]:
+    """The keys whose last count (``counts``), taken after a 2xx answer, found nothing."""
+    answered = {e.identity: e.index for e in events
+                if e.f == "request" and e.type == "ok" and e.status is not None
+                and 200 <= e.status < 300}
     return [identity for identity, answer in answered.items()
-            if identity in counted and counted[identity][0] > answer
-            and counted[identity][1] == 0]
+            if identity in counts and counts[identity][0] > answer and counts[identity][1] == 0]
 
 
 class World:
@@ -427,20 +428,18 @@ class World:
             if not any(e.f == "request" and e.index >= self._observed for e in events):
                 break
             self.context.collect_effects(self._unsettled_identities())
+        counts = _last_counts(events)
         for pause in LATE_CHARGE_PAUSES:
-            late = _answered_without_a_charge(events)
+            late = _answered_without_a_charge(events, counts)
             if not late:
                 break
             time.sleep(pause)
             self.context.collect_effects(late)
             events = self.history.events()
-        latest: dict[Identity, int] = {}
-        for event in events:
-            if event.f == "effects" and event.type == "ok":
-                latest[(event.tenant, event.key)] = int(event.value.get("count", 0))
+            counts = _last_counts(events)
         for record in self.steps:
-            if record.effects is None and record.identity is not None:
-                record.effects = latest.get(record.identity)
+            if record.effects is None and record.identity in counts:
+                record.effects = counts[record.identity][1]
         for step, completion in self._background.answered():
             step.response = self._background_answer(completion)
         return events

@@ -28,12 +28,13 @@ from harness.explore._actions import (
 from harness.explore._answers import answer_text
 from harness.explore._bodies import Fill
 from harness.explore._keys import KeyMaker, KeyPlan, hostile_kinds, odd_kinds
-from harness.explore._machine import _operations, machine_for
+from harness.explore._machine import _operations
 from harness.explore._planner import Planner, can_retry_late, keyless_alone
 from harness.explore._session import Session, deployed
 from harness.explore._strategies import KeyChoice, Strategies
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
+from tests.explore.recording import RecordingSession, reference_machine
 
 REFERENCE = reference_target(store=None, flaw=None)
 FILL = Fill(100, "n", "c")
@@ -78,20 +79,8 @@ def test_no_bad_body_is_drawn_when_the_target_declares_no_invalid_value() -> Non
     assert Strategies(REFERENCE.model_copy(update={"endpoint": endpoint})).bad_bodies is None
 
 
-def machine_for_reference() -> type:
-    class _Deployment:
-        clock_keeper = None
-
-    class _Session:
-        target = REFERENCE
-        latency_ms = 0
-        writes_per_charge = 0
-        deployment = _Deployment()
-
-        def __init__(self) -> None:
-            self.not_drawn: dict[str, str] = {}
-
-    return machine_for(_Session())  # type: ignore[arg-type]
+def machine_for_reference() -> Any:
+    return reference_machine(RecordingSession())
 
 
 def test_reuse_changes_one_field_when_the_target_declares_one_operation() -> None:

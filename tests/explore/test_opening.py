@@ -5,18 +5,17 @@ examples start from a retry rather than a body the target must refuse."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from harness.explore import ExploreConfig, explore
-from harness.explore._actions import Action, NewRequest, Retry
-from harness.explore._machine import machine_for
+from harness.explore._actions import NewRequest, Retry
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
 from reference_server.flaws import get_flaw
+from tests.explore.recording import RecordingSession, reference_machine
 
 REFERENCE = reference_target(store=None, flaw=None)
 
@@ -65,42 +64,12 @@ def test_the_opening_is_told_before_hypothesis_draws_unless_turned_off(
     assert examples(True) - examples(False) == 9  # the reference server has all nine
 
 
-class _RecordingSession:
-    """What the state machine asks of a session, recording the actions instead of performing
-    them: only the order Hypothesis draws in is under test here, not a target."""
-
-    target = REFERENCE
-    latency_ms = 0
-    writes_per_charge = 0
-
-    class deployment:  # the attribute the machine reads
-        clock_keeper = None
-
-    def __init__(self) -> None:
-        self.not_drawn: dict[str, str] = {}
-        self.stories: list[list[Action]] = []
-
-    def begin(self) -> list[Action]:
-        self.stories.append([])
-        return self.stories[-1]
-
-    def act(self, world: list[Action], action: Action) -> None:
-        world.append(action)
-
-    def check_step(self, world: list[Action]) -> None:
-        pass
-
-    def finish(self, world: list[Action]) -> None:
-        pass
-
-
 def test_hypothesis_starts_from_a_request_and_its_retries() -> None:
     """Hypothesis's simplest example repeats the first rule in its order; that rule is the
     retry, so the example is a request and its retries (it was fourteen bodies the target must
     refuse: ``bad_body`` sorted first)."""
-    session = _RecordingSession()
-    machine: Any = machine_for(session)  # type: ignore[arg-type]
-    run_state_machine_as_test(machine, settings=settings(
+    session = RecordingSession()
+    run_state_machine_as_test(reference_machine(session), settings=settings(
         max_examples=1, phases=[Phase.generate], database=None, stateful_step_count=5))
     [first, *retries] = session.stories[0]
     assert isinstance(first, NewRequest) and retries
