@@ -161,6 +161,15 @@ class View:
         heartbeat) saw none of that time pass."""
         return [j for j in self.jumps if attempt.invoke.time < j.time < attempt.end_time]
 
+    def ran_on_the_server_until(self, attempt: Attempt) -> float:
+        """History time until which the server may still have run ``attempt``.  An answer
+        ends it; a request left without one (a timeout, a lost connection) may still wait in
+        the server's queue or run there after the client gave up, until the target dies."""
+        if attempt.answered:
+            return attempt.end_time
+        return min((c.time for c in self.crashes if c.time > attempt.invoke.time),
+                   default=float("inf"))
+
     def jumped_between(self, first: float, last: float) -> bool:
         """Was the clock moved between two history times?"""
         return any(first < j.time < last for j in self.jumps)
@@ -172,7 +181,10 @@ class View:
         a running original's claim lets the key be taken while it runs, and the charges that
         follow fall in the next window, where the finding cites only the later requests
         (fresh_validation, explored under CI: P2 cited a burst's answers and the retries that
-        replayed the original's late charge, not the original)."""
+        replayed the original's late charge, not the original).  A request left without an
+        answer counts as running until the target died (redis_store, explored under CI: six
+        copies timed out under load, the clock jumped past the retention, and a copy the server
+        reached only then found the key expired and charged anew)."""
         cited = set(indices)
         evidence = [e for e in self.events if e.index in cited]
         if not evidence:
@@ -180,8 +192,9 @@ class View:
         last = max(e.time for e in evidence)
         keys = {(e.tenant, e.key) for e in evidence if e.key is not None}
         attempts = [a for key in keys for a in self.by_identity.get(key, [])]
-        return tuple(sorted({j.index for a in attempts for j in self.jumps_during(a)
-                             if j.time < last}))
+        return tuple(sorted({
+            j.index for a in attempts for j in self.jumps
+            if a.invoke.time < j.time < min(last, self.ran_on_the_server_until(a))}))
 
     def keyed(self) -> list[tuple[Identity, list[Attempt]]]:
         """Identities that carried a real key (not keyless, not hostile), in first-use order."""

@@ -130,7 +130,7 @@ def _how_it_ran_twice(view: View, attempts: list[Attempt], lease: float | None) 
                     "key was not claimed atomically before the work began.")
         return ("A retry that came after the first charge was answered was executed again "
                 "instead of being answered from the stored response.")
-    if view.crashes:
+    if any(view.ran_on_the_server_until(a) < float("inf") for a in attempts if not a.answered):
         return ("The request was run again after the server died in it, although its first "
                 "run had already charged.")
     overlapping = any(b.invoke.time < a.end_time

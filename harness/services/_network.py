@@ -78,6 +78,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def listening(host: str, port: int) -> bool:
+    """Whether something accepts connections at ``host``:``port`` now."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def port_taken(host: str, port: int) -> bool:
     """Whether another socket holds ``port`` on ``host`` now."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -14,10 +14,12 @@ import shlex
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import psutil
 from mirakuru import HTTPExecutor, TCPExecutor
@@ -25,7 +27,7 @@ from mirakuru.base import cleanup_subprocesses as _mirakurus_exit_handler
 from mirakuru.exceptions import ExecutorError, ProcessExitedWithError, TimeoutExpired
 
 from harness._errors import ServiceUnavailable
-from harness.services._network import free_port, port_taken
+from harness.services._network import free_port, listening, port_taken
 
 __all__ = ["ManagedProcess", "stop_all_processes", "stop_children_on_sigterm"]
 
@@ -35,6 +37,8 @@ _live_lock = threading.Lock()
 
 #: Ports tried for one service: another may take the one chosen before the service binds it.
 PORT_CHOICES = 3
+#: How long a killed service's port may stay open while the last processes of its group exit.
+PORT_RELEASE_SECONDS = 10.0
 
 
 def start_on_a_free_port(host: str, process_on: Callable[[int], ManagedProcess],
@@ -187,7 +191,24 @@ class ManagedProcess:
         if self._group is not None and self._group_is_ours():
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._group, signal.SIGKILL)
+            self._wait_until_port_closed()
         self._group = None
+
+    def _wait_until_port_closed(self) -> None:
+        """Return once nothing listens where the process was ready any more (or after
+        ``PORT_RELEASE_SECONDS``).  mirakuru waits for the group's leader only, and a child still
+        exiting (a gunicorn worker: the kernel frees a dying process's memory before its
+        sockets) keeps the port open, so a start at once would take the service for already
+        running (django-idempotency-key's crash and restart, seen under CI)."""
+        if self._ready_port is not None:
+            host, port = self._ready_port
+        else:
+            assert self._ready_url is not None
+            parts = urlsplit(self._ready_url)
+            host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        deadline = time.monotonic() + PORT_RELEASE_SECONDS
+        while listening(host, port) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _group_is_ours(self) -> bool:
         """Does the group's number still name our group?  Linux keeps a group's number while

@@ -116,6 +116,38 @@ def test_a_jump_that_expired_a_running_original_doubts_what_its_key_showed_after
     assert [f.property for f in story.check("P2", trust_moved_clock=True).findings] == ["P2"]
 
 
+def _copies_lost_then_expired(story: Story, *, crash: bool) -> None:
+    """Six copies of k1 sent together, every answer lost to a timeout; one charge seen; the
+    clock moved past the retention (after a crash, when ``crash``); a second charge seen."""
+    copies = [story.invoke("k1", label="burst") for _ in range(6)]
+    for copy in copies:
+        story.lose(copy)
+    story.effects("k1", 1, ids=["ch_1"])
+    if crash:
+        story.crash()
+    story.clock(90_000)
+    story.effects("k1", 2, ids=["ch_1", "ch_2"])
+
+
+def test_a_copy_left_unanswered_may_reach_the_server_after_a_jump() -> None:
+    """redis_store, explored under CI: six copies timed out under load, the clock moved past
+    the retention, and a copy the server reached only then found the key expired and charged
+    anew.  A timeout ends the client's wait, not the server's work."""
+    story = Story()
+    _copies_lost_then_expired(story, crash=False)
+    result = story.check("P1", trust_moved_clock=False)  # as the explorer judges
+    assert result.findings == [] and {f.property for f in result.unconfirmed} == {"P1"}
+    [trusted] = story.check("P1", trust_moved_clock=True).findings
+    assert "ran at the same time" in trusted.message and "died" not in trusted.message
+
+
+def test_a_crash_ends_every_request_left_unanswered_before_it() -> None:
+    story = Story()
+    _copies_lost_then_expired(story, crash=True)
+    [finding] = story.check("P1", trust_moved_clock=False).findings
+    assert "after the server died in it" in finding.message
+
+
 def test_a_jump_made_while_nothing_ran_is_evidence_like_any_other() -> None:
     """After a crash the dead request's timers died with it: a jump past its lease is fair."""
     story = Story()

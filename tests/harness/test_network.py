@@ -70,6 +70,40 @@ def test_a_service_that_fails_on_a_free_port_is_not_started_again(tmp_path: Path
     assert len(attempts) == 1
 
 
+#: A service whose worker holds the listening socket and memory it has written to: killed,
+#: the worker frees its memory before its sockets, so its port outlives the group's leader.
+_FORKING_SERVICE = """
+import http.server, os, sys
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])),
+                                http.server.SimpleHTTPRequestHandler)
+if os.fork() == 0:
+    ballast = bytearray(400 * 1024 * 1024)
+    for page in range(0, len(ballast), 4096):
+        ballast[page] = 1
+    server.serve_forever()
+server.socket.close()
+os.wait()
+"""
+
+
+def test_a_killed_service_can_start_again_at_once_though_its_worker_is_still_exiting(
+        tmp_path: Path) -> None:
+    """django-idempotency-key under CI: a crash killed gunicorn, and its restart found the port
+    still open (a worker still exiting) and took the service for already running."""
+    port = free_port()
+    process = ManagedProcess("forking", [sys.executable, "-c", _FORKING_SERVICE, str(port)],
+                             log_path=tmp_path / "forking.log",
+                             ready_url=f"http://127.0.0.1:{port}/")
+    process.start()
+    try:
+        for _ in range(3):
+            process.kill()
+            process.start()
+            assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 200
+    finally:
+        process.kill()
+
+
 def _answer_every_request(server: socket.socket) -> None:
     """Another service on the port: it answers whatever it is sent."""
     with suppress(OSError):
