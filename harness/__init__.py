@@ -11,7 +11,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness._client import RecordingClient, Request, RetryPolicy, fingerprint, is_final
+    from harness._client import (
+        COPIES_MET,
+        RecordingClient,
+        Request,
+        RetryPolicy,
+        fingerprint,
+        is_final,
+    )
     from harness._deployment import Deployment, Instance
     from harness._errors import (
         HarnessError,
@@ -58,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "RetryPolicy": "harness._client",
     "fingerprint": "harness._client",
     "is_final": "harness._client",
+    "COPIES_MET": "harness._client",
     "AfterWrite": "harness.services._commit_proxy",
     "CommitProxy": "harness.services._commit_proxy",
     "Deployment": "harness._deployment",
@@ -97,6 +105,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "COPIES_MET",
     "FAULTS",
     "PROPERTIES",
     "SAFETY_PROPERTIES",

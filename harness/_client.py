@@ -16,7 +16,7 @@ import math
 import random
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, Protocol
@@ -114,6 +114,22 @@ def is_final(event: Event, promises: Promises, *, errors: ErrorPolicy | None = N
     if promises.says_in_progress(status) or status in (429, 503):
         return False
     return not (status >= 500 and (errors or promises.errors) == "release")
+
+
+#: The precondition a scenario names when it sends copies of one request together to test
+#: the claim (``ScenarioContext.intend``): that at least two of them ran at the same time.
+COPIES_MET = "copies-met"
+
+
+def copies_met(answers: Iterable[Event], promises: Promises) -> bool:
+    """Did copies of one request run at the server at the same time, by their answers?  A
+    copy told the key is in progress met a running one; copies that charged apart (two
+    resources) ran unclaimed side by side.  One charge replayed to every other copy shows
+    nothing: each may have come after the one before had finished.  Readable only where
+    the target answers a running key with a status (``in_progress = "conflict"``)."""
+    seen = list(answers)
+    return (any(promises.says_in_progress(a.status) for a in seen)
+            or len({a.resource for a in seen if a.resource}) > 1)
 
 
 @dataclass(frozen=True, slots=True)

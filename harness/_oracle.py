@@ -18,6 +18,7 @@ import psycopg
 from harness._errors import ServiceError
 from harness._history import ORACLE, Event, History
 from harness._target import HttpEffects, SqlEffects, placeholders, render_template
+from harness.judging._analysis import Identity
 from harness.services._network import require_loopback
 from harness.services._recorder import Recorder
 
@@ -28,6 +29,9 @@ __all__ = [
     "NotCountable",
     "RecorderOracle",
     "SqlOracle",
+    "answered_without_a_charge",
+    "identities_sent",
+    "last_counts",
     "latin1_spelling",
     "record_effects",
     "record_total",
@@ -284,3 +288,22 @@ def identities_sent(events: Sequence[Event]) -> list[tuple[str | None, str | Non
         if event.f == "request" and event.type == "invoke":
             seen.setdefault(event.identity, None)
     return list(seen)
+
+
+def last_counts(events: Sequence[Event]) -> dict[Identity, tuple[int, int]]:
+    """Each key's last charge count the oracle gave: the event's index, and the count."""
+    return {(e.tenant, e.key): (e.index, int(e.value.get("count", 0)))
+            for e in events if e.f == "effects" and e.type == "ok"}
+
+
+def answered_without_a_charge(events: Sequence[Event],
+                              counts: Mapping[Identity, tuple[int, int]]) -> list[Identity]:
+    """The keys whose last count (``counts``), taken after a 2xx answer, found nothing: a
+    service that answers before its charge shows (it commits after answering, or the effects
+    are read from a replica that lags) is looked at again before the count is judged."""
+    answered = {e.identity: e.index for e in events
+                if e.f == "request" and e.type == "ok" and e.status is not None
+                and 200 <= e.status < 300}
+    return [identity for identity, answer in answered.items()
+            if identity in counts and counts[identity][0] > answer and counts[identity][1] == 0]
+

@@ -18,12 +18,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness._client import RecordingClient, Request, RetryPolicy, is_final
+from harness._client import RecordingClient, Request, RetryPolicy, copies_met, is_final
 from harness._deployment import Deployment
 from harness._errors import HarnessError, UsageError
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
-from harness._oracle import identities_sent, record_effects, record_total
+from harness._oracle import (
+    answered_without_a_charge,
+    identities_sent,
+    last_counts,
+    record_effects,
+    record_total,
+)
 from harness._target import (
     LEASE_SLACK,
     REAL_LEASE_LIMIT,
@@ -45,6 +51,10 @@ RETRIES_AFTER_LEASE = 2
 #: Seconds after which a failed question to the oracle means it is out, not that one key
 #: could not be counted (a key it refuses fails at once).
 SLOW_ORACLE_FAILURE = 1.0
+#: The pauses before the oracle is asked again about a key answered 2xx with nothing charged:
+#: a service that answers before it commits (the reference's ack-before-commit) charges a few
+#: milliseconds late, and one whose effects are read from a replica shows them as late.
+LATE_CHARGE_PAUSES = (0.05, 0.15, 0.3)
 
 #: Why a capability is missing, in the words of the target file.
 CAPABILITY_HINTS = {
@@ -428,6 +438,17 @@ class ScenarioContext:
     def is_final(self, event: Event) -> bool:
         return is_final(event, self.target.promises)
 
+    def copies_met(self, answers: Sequence[Event]) -> bool:
+        """Do the answers of copies sent together show that they ran at the same time?"""
+        return copies_met(answers, self.target.promises)
+
+    def intend(self, what: str, request: Request, properties: tuple[str, ...],
+               **details: Any) -> None:
+        """Record what the next step is meant to bring about for ``request``'s key (``what``:
+        a precondition the checker knows), so the checker can tell whether it did."""
+        self.history.record("info", "intent", NEMESIS, key=request.key, tenant=request.tenant,
+                            value={"what": what, "properties": list(properties), **details})
+
     # ---- nemesis ---------------------------------------------------------------------------
 
     @contextmanager
@@ -503,14 +524,27 @@ class ScenarioContext:
         self, identities: Sequence[tuple[str | None, str | None]] | None = None,
     ) -> None:
         """Ask the oracle about every (tenant, key) the history used, or only ``identities``
-        (those whose count may have changed): the judge's evidence.  Once a question has
+        (those whose count may have changed): the judge's evidence.  A key answered 2xx whose
+        count found nothing is asked again after each of ``LATE_CHARGE_PAUSES``: a charge that
+        shows late (committed after the answer, or read from a replica that lags) is late,
+        not lost, and a lost one is still lost after them.  Once a question has
         failed only after ``SLOW_ORACLE_FAILURE`` seconds, the oracle is taken to be out (an
         admin endpoint reading a store the story took down times out): the keys left are
         recorded as not counted, as a failure would have recorded them, without the wait
         (a PostgreSQL exploration spent 650 of its 800 s on such failures, two seconds each)."""
+        wanted = identities_sent(self.history.events()) if identities is None else identities
+        self._ask_oracle(wanted)
+        for pause in LATE_CHARGE_PAUSES:
+            events = self.history.events()
+            late = answered_without_a_charge(events, last_counts(events))
+            if not late:
+                break
+            time.sleep(pause)
+            self._ask_oracle(late)
+
+    def _ask_oracle(self, wanted: Sequence[tuple[str | None, str | None]]) -> None:
         oracle = self.deployment.oracle
         assert oracle is not None
-        wanted = identities_sent(self.history.events()) if identities is None else identities
         out: str | None = None
         for tenant, key in wanted:
             if out is not None:

@@ -24,7 +24,7 @@ from harness._deployment import Deployment
 from harness._errors import ServiceError
 from harness._history import ORACLE, Event, History
 from harness._nemesis import fault_named
-from harness._oracle import record_total
+from harness._oracle import last_counts, record_total
 from harness._scenario import ScenarioContext
 from harness._target import ErrorPolicy, keyless_counting
 from harness._variations import REUSE_LABEL
@@ -69,10 +69,6 @@ __all__ = ["CAREFUL_CLIENT", "World"]
 CAREFUL_CLIENT = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.1)
 #: How many times the oracle is asked again when answers keep landing while it is asked.
 LOOKS = 5
-#: The pauses before the oracle is asked again about a key answered 2xx with nothing charged:
-#: a service that answers before it commits (ack-before-commit) charges a few milliseconds
-#: late, and a charge that comes is late, not lost.  A lost one is still lost after them.
-LATE_CHARGE_PAUSES = (0.05, 0.15, 0.3)
 #: How long a healed database fault may take to stop showing, and how many answers in a row
 #: show it has.
 STORE_RECOVERY = 10.0
@@ -97,22 +93,6 @@ class _Operation:
 
 def _identity(request: Request) -> Identity:
     return (request.tenant, request.key)
-
-
-def _last_counts(events: Sequence[Event]) -> dict[Identity, tuple[int, int]]:
-    """Each key's last charge count the oracle gave: the event's index, and the count."""
-    return {(e.tenant, e.key): (e.index, int(e.value.get("count", 0)))
-            for e in events if e.f == "effects" and e.type == "ok"}
-
-
-def _answered_without_a_charge(events: Sequence[Event],
-                               counts: dict[Identity, tuple[int, int]]) -> list[Identity]:
-    """The keys whose last count (``counts``), taken after a 2xx answer, found nothing."""
-    answered = {e.identity: e.index for e in events
-                if e.f == "request" and e.type == "ok" and e.status is not None
-                and 200 <= e.status < 300}
-    return [identity for identity, answer in answered.items()
-            if identity in counts and counts[identity][0] > answer and counts[identity][1] == 0]
 
 
 class World:
@@ -428,15 +408,7 @@ class World:
             if not any(e.f == "request" and e.index >= self._observed for e in events):
                 break
             self.context.collect_effects(self._unsettled_identities())
-        counts = _last_counts(events)
-        for pause in LATE_CHARGE_PAUSES:
-            late = _answered_without_a_charge(events, counts)
-            if not late:
-                break
-            time.sleep(pause)
-            self.context.collect_effects(late)
-            events = self.history.events()
-            counts = _last_counts(events)
+        counts = last_counts(events)
         for record in self.steps:
             if record.effects is None and record.identity in counts:
                 record.effects = counts[record.identity][1]

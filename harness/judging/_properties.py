@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from harness._client import is_final
+from harness._client import COPIES_MET, copies_met, is_final
 from harness._durations import format_duration
 from harness._history import Event
 from harness._target import LEASE_SLACK, ErrorPolicy, split_route
@@ -94,6 +94,36 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                        f"{effects.count} charges for key {shown}: a retry came after the promised "
                        f"retention ({format_duration(retention or 0)}) and was executed as new, "
                        "which the contract allows")
+    yield from _copies_never_met(view, options)
+
+
+def _copies_never_met(view: View, options: CheckOptions) -> Iterator[Note]:
+    """Bursts of copies a scenario sent to meet at the server (one group: bursts with fresh
+    keys, sent until one met) whose answers never showed that two ran at the same time.  One
+    charge then proves nothing about the claim: P1 is undecided, never a pass."""
+    groups: dict[str, list[Event]] = defaultdict(list)
+    for intent in view.events:
+        if intent.f == "intent" and intent.value.get("what") == COPIES_MET:
+            groups[str(intent.value.get("group", intent.key))].append(intent)
+    for group, intents in groups.items():
+        if any(_met(view, intent, options) for intent in intents):
+            continue
+        last = intents[-1]
+        yield Note("P1", describe_identity((last.tenant, last.key)),
+                   f"{group}: the copies of {len(intents)} burst(s) never showed that two ran "
+                   "at the same time (none was told the key was in progress, and one charge "
+                   "was replayed to the others, each perhaps sent after the one before had "
+                   "finished), so whether the key is claimed atomically is unknown",
+                   undecided=True)
+
+
+def _met(view: View, intent: Event, options: CheckOptions) -> bool:
+    identity = (intent.tenant, intent.key)
+    label = intent.value.get("label")
+    copies = [a.completion for a in view.by_identity.get(identity, [])
+              if a.completion is not None and (label is None or a.label == label)]
+    seen = view.effects.get(identity)
+    return copies_met(copies, options.promises) or bool(seen and (seen.count or 0) > 1)
 
 
 def _every_charge(effects: EffectsSeen, attempts: list[Attempt]) -> str:

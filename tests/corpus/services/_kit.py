@@ -211,10 +211,10 @@ class InMemory:
     """What a service whose state lives in this process starts with: its ``--flaw`` (None when
     correct), its movable clock and its ledger.  Its key table is its own."""
 
-    def __init__(self, flaw: str | None) -> None:
+    def __init__(self, flaw: str | None, *, effects_lag: float = 0.0) -> None:
         self.flaw = flaw
         self.clock = Clock()
-        self.ledger = Ledger()
+        self.ledger = Ledger(effects_lag)
 
 
 def open_sqlite(path: str) -> sqlite3.Connection:
@@ -230,6 +230,9 @@ def arguments(flaws: Sequence[str], *, store: bool = False) -> argparse.Namespac
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--flaw", choices=list(flaws), default=None)
+    parser.add_argument("--effects-lag-ms", type=int, default=0,
+                        help="an in-memory ledger's effects route shows each charge only this "
+                             "long after it was made, as a read replica would")
     if store:
         parser.add_argument("--db", required=True, help="SQLite file")
     return parser.parse_args()
@@ -354,20 +357,27 @@ def stall(ms: str | None) -> None:
 
 class Ledger:
     """The side effects, one row per charge with the key it was sent with (never deduplicated),
-    kept in memory: these services' state lives and dies with the process."""
+    kept in memory: these services' state lives and dies with the process.  With ``lag`` (in
+    seconds), the effects route reads them as a read replica would: each row shows only that
+    long after it was made."""
 
-    def __init__(self) -> None:
+    def __init__(self, lag: float = 0.0) -> None:
         self.rows: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.lag = lag
+        self._made: list[float] = []
 
     def add(self, row: dict[str, Any]) -> None:
         with self.lock:
             self.rows.append(row)
+            self._made.append(time.monotonic())
 
     def answer(self, query: dict[str, str]) -> Resp:
         """GET effects: ``key`` present counts that key's charges; absent, the keyless ones."""
+        shown_before = time.monotonic() - self.lag
         with self.lock:
-            rows = [r for r in self.rows
-                    if ("tenant" not in query or r["tenant"] == query["tenant"])
+            rows = [r for r, made in zip(self.rows, self._made, strict=True)
+                    if made <= shown_before
+                    and ("tenant" not in query or r["tenant"] == query["tenant"])
                     and r["key"] == query.get("key")]
         return Resp(200, {"count": len(rows), "ids": [r["id"] for r in rows]})

@@ -45,8 +45,8 @@ class Entry(Record):
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaw: str | None, *, effects_lag: float = 0.0) -> None:
+        super().__init__(flaw, effects_lag=effects_lag)
         self.entries: dict[tuple[str, str], Entry] = {}
         self.lock = asyncio.Lock()
 
@@ -126,4 +126,5 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_asgi(Service(args.flaw).handle, args.host, args.port)
+    serve_asgi(Service(args.flaw, effects_lag=args.effects_lag_ms / 1000).handle, args.host,
+               args.port)

@@ -1,16 +1,18 @@
-"""A key answered 2xx with nothing charged is looked at again before the count is judged: a
-service that answers before it commits (ack-before-commit) charges a few milliseconds late,
-and at seed 1 the bench once reported such a charge as lost, in a story no replay reproduced."""
+"""A key answered 2xx with nothing charged is looked at again before the count is judged, by
+run and explore alike (ScenarioContext.collect_effects): a service that answers before it
+commits (ack-before-commit) charges a few milliseconds late, and at seed 1 the bench once
+reported such a charge as lost, in a story no replay reproduced.  tests/corpus/
+test_late_effects.py drives the race itself, with effects read from a lagging replica."""
 
 from __future__ import annotations
 
-from harness.explore._world import _answered_without_a_charge, _last_counts
+from harness._oracle import answered_without_a_charge, last_counts
 from tests.harness.stories import JSON, Story
 
 
 def late(story: Story) -> list[tuple[str | None, str | None]]:
     events = story.history.events()
-    return _answered_without_a_charge(events, _last_counts(events))
+    return answered_without_a_charge(events, last_counts(events))
 
 
 def test_a_count_of_nothing_after_a_2xx_answer_is_looked_at_again() -> None:
