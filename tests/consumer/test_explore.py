@@ -65,7 +65,8 @@ def test_a_seeded_explore_of_the_correct_reference_consumer_passes(
         done.result.findings, done.result.outcomes[0].reason)
     results = json.loads((tmp_path / "results.json").read_text())
     numbers = results["extra"]["explore"]
-    assert numbers["examples"] == 3 and numbers["steps"] > 0 and numbers["publishes"] > 0
+    # The opening's seven stories, then Hypothesis's three.
+    assert numbers["examples"] == 7 + 3 and numbers["steps"] > 0 and numbers["publishes"] > 0
     account = results["queue_account"]
     assert account["published"] >= numbers["publishes"] // 2 and account["feed"] is True
     outcomes = account["outcomes"]
@@ -104,6 +105,27 @@ def test_a_flaw_a_scenario_catches_is_found_shrunk_saved_and_replayed(
     assert [s.action for s in again.story.steps if not s.settle] == story.actions()
 
 
+#: Reference consumer flaws and the opening story that shows each (its place in the opening):
+#: before it, Hypothesis's first examples published the same new job again and again.
+FOUND_IN_THE_OPENING = {
+    "message-id-only": 1,  # a job republished under a new message id
+    "check-then-insert": 2,  # copies at once
+    "short-dedup-window": 3,  # a republish just within the dedup window
+}
+
+
+@pytest.mark.parametrize("flaw", FOUND_IN_THE_OPENING)
+def test_the_opening_finds_each_common_flaw_in_its_own_story(
+        flaw: str, broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
+    done = explore(ExploreConfig(target=reference_consumer_target(store=None, flaw=flaw),
+                                 max_examples=1, seed=1, steps=STEPS, report_dir=tmp_path,
+                                 toxiproxy=toxiproxy_server, shrink_seconds=5))
+    found = done.result.extra["explore"]
+    assert isinstance(found, dict) and done.story is not None, flaw
+    assert found["examples_to_failure"] <= FOUND_IN_THE_OPENING[flaw]
+    assert set(done.story.properties) & set(CONSUMER_FLAWS[flaw].properties)
+
+
 class _StopAtExample:
     """Stops the exploration as Ctrl-C does, as its second example starts."""
 
@@ -137,7 +159,8 @@ def test_the_commands_explore_a_consumer_file_and_replay_what_the_reference_cons
     clean = harness("explore", "--target", str(REFERENCE_CONSUMER), "--max-examples", "1",
                     "--seed", "3", "--report-dir", str(tmp_path / "file"), "--quiet")
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "No story failed: 1 examples" in clean.stdout and "publishes" in clean.stdout
+    # the opening's seven stories and one drawn
+    assert "No story failed: 8 examples" in clean.stdout and "publishes" in clean.stdout
     found = harness("explore", "--reference-consumer", "--flaw", "no-dedup", "--seed", "1",
                     "--max-examples", "10", "--shrink-time", "10s",
                     "--report-dir", str(tmp_path / "flaw"), "--quiet")

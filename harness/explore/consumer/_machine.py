@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness.consumer._target import ConsumerTarget
-from harness.explore._opening import Opening
+from harness.explore._opening import Move, Opening
 from harness.explore._rules import Operation, rules
-from harness.explore._strategies import RECENT_FIRST, clock_steps
+from harness.explore._strategies import RECENT_FIRST, WHY_JUST_WITHIN_RETENTION, clock_steps
 from harness.explore.consumer._actions import CONSUMER_FAULT_NAMES, ConsumerAction
 from harness.explore.consumer._planner import ConsumerPlanner
 from harness.explore.consumer._session import ConsumerSession
@@ -44,8 +44,7 @@ MAX_COPIES = 4
 
 class _ConsumerMachine(RuleBasedStateMachine):
     """Stories against one consumer, judged by the checker after every step; ``machine_for``
-    adds the rules.  It has no opening yet (``harness.explore._opening``): its first stories
-    are Hypothesis's."""
+    adds the rules and the opening (``harness.explore._opening``)."""
 
     session: ConsumerSession
     drawn: ConsumerTarget
@@ -172,11 +171,37 @@ def _operations(session: ConsumerSession) -> dict[str, Operation]:
             if NEEDS.get(name, frozenset()) <= capabilities}
 
 
+def _opening(target: ConsumerTarget) -> tuple[Opening, ...]:
+    """The shortest story of each kind, the cheapest and commonest first: a job republished
+    under a new message id; copies at once; a job republished just within the dedup window; a
+    job whose work fails once; a lost ack; a kill in the middle of a job; a poison message.
+    Each is a story the machine could draw, told only where it has the story's operations."""
+    publish = Move("publish")
+    stories: list[Opening] = [
+        (publish, Move("republish", {"pick": 0, "copies": 1})),
+        (Move("copies", {"copies": MAX_COPIES}),),
+    ]
+    for seconds, why in clock_steps(lease=target.promises.lease,
+                                    retention=target.promises.dedup_window):
+        if why == WHY_JUST_WITHIN_RETENTION:
+            stories.append((publish, Move("late_republish", {"jump": (seconds, why),
+                                                             "pick": 0})))
+    failures = _failures(target)
+    if failures:
+        stories.append((Move("work_failure", {"failure": failures[0]}),))
+    stories.append((Move("lost_ack", {"then": "cut"}),))
+    if "pause-before-work" in target.capabilities():
+        stories.append((Move("kill", {"mid_job": True}),))
+    stories.append((Move("send_poison"),))
+    return tuple(stories)
+
+
 def machine_for(session: ConsumerSession) -> type[RuleBasedStateMachine]:
     """The state machine for the session's consumer; each example gets a fresh world."""
     operations = _operations(session)
     namespace: dict[str, Any] = {"session": session, "drawn": session.target,
-                                 "operations": frozenset(operations), "opening": (),
+                                 "operations": frozenset(operations),
+                                 "opening": _opening(session.target),
                                  **rules(_ConsumerMachine, operations, WEIGHTS)}
     return cast(type[RuleBasedStateMachine],
                 type("ConsumerMachine", (_ConsumerMachine,), namespace))
