@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness._target import Target
-from harness.explore._actions import Action
+from harness.explore._actions import Action, Change
 from harness.explore._bodies import Fill
 from harness.explore._opening import Move, Opening
 from harness.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
@@ -264,25 +264,36 @@ def machine_for(session: Session) -> type[RuleBasedStateMachine]:
                 type("IdempotencyMachine", (_Machine,), namespace))
 
 
+def _reuses_to_tell(target: Target) -> list[Change]:
+    """The reuses of the opening, one factor each: another body; one field changed; the same
+    body on another declared operation of the key space (where there is one); another query
+    string (where the fingerprint promises to cover it)."""
+    changes: list[Change] = ["body", "field"]
+    if target.sharing_keys_with(target.endpoint):
+        changes.append("operation")
+    if target.promises.query_in_fingerprint:
+        changes.append("query")
+    return changes
+
+
 def opening(draw: Strategies) -> tuple[Opening, ...]:
     """The shortest story of each kind (``_opening``), the cheapest and commonest first: a
-    retry; a reuse with another body; the key from the other tenant; copies sent together; a
-    retry inside the original's latency; a retry just within the retention; a jump past it (the
-    jump reads the key table); a crash at each declared point and a retry past the lease (a
-    restart each: split-commit and ack-before-commit show at the second point within seconds,
-    where only the takeover's 30 s real-time wait showed them); a slowed request outliving its
-    lease and a retry that may take its key over.  Each is a story the machine could draw,
-    with the plainest values."""
+    retry; the reuses, one factor each (``_reuses_to_tell``); the key from the other tenant;
+    copies sent together; a retry inside the original's latency; a retry just within the
+    retention; a jump past it (the jump reads the key table); a crash at each declared point
+    and a retry past the lease (a restart each: split-commit and ack-before-commit show at the
+    second point within seconds, where only the takeover's 30 s real-time wait showed them); a
+    slowed request outliving its lease and a retry that may take its key over.  Each is a
+    story the machine could draw, with the plainest values."""
     target = draw.target
     body = draw.body(PLAIN)
     request = Move("request", {"draft": Draft("a", KeyChoice("plain", 0, ""), body)})
     retry = Move("send_again", {"again": Again(0, "as-sent", PLAIN)})
     jumps = {why: Move("time_passes", {"jump": (seconds, why)})
              for seconds, why in draw.clock_steps}
-    stories: list[Opening] = [
-        (request, retry),
-        (request, Move("send_again", {"again": Again(0, "body", OTHER)})),
-    ]
+    stories: list[Opening] = [(request, retry)]
+    stories += [(request, Move("send_again", {"again": Again(0, change, OTHER)}))
+                for change in _reuses_to_tell(target)]
     if target.tenant is not None:
         stories.append((request, Move("request", {
             "draft": Draft("a", KeyChoice("shared", 0, ""), body)})))
