@@ -282,8 +282,9 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
     copies sent together; a retry inside the original's latency; a retry just within the
     retention; a jump past it (the jump reads the key table); a crash at each declared point
     and a retry past the lease (a restart each: split-commit and ack-before-commit show at the
-    second point within seconds, where only the takeover's 30 s real-time wait showed them); a
-    slowed request outliving its lease and a retry that may take its key over.  Each is a
+    second point within seconds, where only the takeover's 30 s real-time wait showed them); the
+    store link cut right after each write a charge commits (where the store proxy reads them);
+    a slowed request outliving its lease and a retry that may take its key over.  Each is a
     story the machine could draw, with the plainest values."""
     target = draw.target
     body = draw.body(PLAIN)
@@ -309,5 +310,8 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
     if WHY_PAST_LEASE in jumps:
         stories += [(Move("crash", {"tenant": "a", "point": point, "body": body}),
                      jumps[WHY_PAST_LEASE], retry) for point in draw.crash_points]
+    stories += [(Move("after_write", {"tenant": "a", "write": write, "fault": "cut",
+                                      "body": body}),)
+                for write in range(1, draw.writes_per_charge + 1)]
     stories.append((Move("take_over", {"tenant": "a", "body": body}),))
     return tuple(stories)
