@@ -118,12 +118,12 @@ def _copies_never_met(view: View, options: CheckOptions) -> Iterator[Note]:
 
 
 def _met(view: View, intent: Event, options: CheckOptions) -> bool:
-    identity = (intent.tenant, intent.key)
+    """Did the intent's copies show, by their answers, that they met?  Not by the key's charge
+    count: an expired key's earlier window holds a charge of its own."""
     label = intent.value.get("label")
-    copies = [a.completion for a in view.by_identity.get(identity, [])
+    copies = [a.completion for a in view.by_identity.get((intent.tenant, intent.key), [])
               if a.completion is not None and (label is None or a.label == label)]
-    seen = view.effects.get(identity)
-    return copies_met(copies, options.promises) or bool(seen and (seen.count or 0) > 1)
+    return copies_met(copies, options.promises)
 
 
 def _every_charge(effects: EffectsSeen, attempts: list[Attempt]) -> str:

@@ -28,8 +28,13 @@ def _burst(story: Story, key: str, *answers: int) -> None:
 
 
 def test_copies_that_never_showed_they_met_leave_the_claim_unknown() -> None:
+    """The key's earlier window (before it expired) holds a charge of its own: two charges for
+    the key say nothing about the copies."""
     story = Story()
+    story.attempt("k1", 201, label="original", resource="ch-old", headers=JSON)
+    story.clock(90_000)
     _burst(story, "k1", 201, 201, 201)
+    story.effects("k1", 2, ids=["ch-old", "ch-k1"])
     result = story.check("P1")
     assert result.results["P1"].verdict == "unknown"
     assert "never showed that two ran at the same time" in (result.results["P1"].reason or "")
