@@ -1,7 +1,7 @@
 """A charge that shows late is late, not lost: a correct service whose effects route reads a
-replica a second behind (two_routes with ``--effects-lag-ms``) answers 201 before its charge can
-be counted, and ``run`` must count each such key again before it judges (the late-charge look
-of ``ScenarioContext.collect_effects``, shared with the explorer)."""
+replica half a second behind (two_routes with ``--effects-lag-ms``) answers 201 before its
+charge can be counted, and ``run`` must count each such key again before it judges (the
+late-charge look of ``ScenarioContext.collect_effects``, shared with the explorer)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from scenarios import get_scenario
 from tests.corpus.conftest import corpus_target
 from tests.corpus.correct import SEED, findings_of
 
-LAG_MS = 1000
+LAG_MS = 500
 
 
 def test_charges_a_lagging_replica_shows_late_are_not_reported_lost(
