@@ -43,9 +43,11 @@ def _expired_burst(ctx: ScenarioContext, age: float) -> bool:
     ctx.advance_clock(age)
     attempt = (first.attempt or 1) + 1
     copy = replace(request, label="expired-burst")
+    slowed = ctx.target.hooks.slow is not None
     if ctx.target.promises.in_progress == "conflict":  # their answers can show that they met
-        ctx.intend(COPIES_MET, copy, ("P1",), group="expired-burst", label=copy.label)
-    if ctx.target.hooks.slow is not None:
+        ctx.intend(COPIES_MET, copy, ("P1",), group="expired-burst", label=copy.label,
+                   slowed=slowed)
+    if slowed:
         copy = ctx.slowed(copy, EXPIRED_SLOW_MS)
     answers = ctx.concurrently([copy] * EXPIRED_COPIES, attempt=attempt)
     for position, answer in enumerate(answers):
@@ -94,7 +96,8 @@ SCENARIO = Scenario(
         f"of it at once, each slowed {EXPIRED_SLOW_MS} ms by the slow hook when the target has "
         "one (those told 'in progress' retry until answered): at most one new charge; until "
         f"the answers show two copies met (one told 'in progress', or two charges), up to "
-        f"{EXPIRED_BURSTS} bursts, each with a fresh key; P1 is unknown if none did",
+        f"{EXPIRED_BURSTS} bursts, each with a fresh key; if none did, P1 is unknown where the "
+        "copies were slowed, and a note says so where the target has no slow hook",
         f"bisect ({BISECTION_STEPS} probes, each with a fresh key) between 0 and twice the "
         "promise for the age at which keys are forgotten",
         "check: replays inside the promise; the measured retention against the promise and the "

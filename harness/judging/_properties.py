@@ -100,7 +100,9 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
 def _copies_never_met(view: View, options: CheckOptions) -> Iterator[Note]:
     """Bursts of copies a scenario sent to meet at the server (one group: bursts with fresh
     keys, sent until one met) whose answers never showed that two ran at the same time.  One
-    charge then proves nothing about the claim: P1 is undecided, never a pass."""
+    charge then proves nothing about the claim: where the copies were slowed by the target's
+    slow hook, so they could have met, P1 is undecided, never a pass; without one (a fast
+    handler is over before the next copy arrives) a note says the claim was not tested."""
     groups: dict[str, list[Event]] = defaultdict(list)
     for intent in view.events:
         if intent.f == "intent" and intent.value.get("what") == COPIES_MET:
@@ -109,12 +111,15 @@ def _copies_never_met(view: View, options: CheckOptions) -> Iterator[Note]:
         if any(_met(view, intent, options) for intent in intents):
             continue
         last = intents[-1]
+        slowed = any(intent.value.get("slowed") for intent in intents)
+        hint = "" if slowed else (" (the target has no slow hook, [hooks.slow], with which "
+                                  "the harness could make them meet)")
         yield Note("P1", describe_identity((last.tenant, last.key)),
                    f"{group}: the copies of {len(intents)} burst(s) never showed that two ran "
                    "at the same time (none was told the key was in progress, and one charge "
                    "was replayed to the others, each perhaps sent after the one before had "
-                   "finished), so whether the key is claimed atomically is unknown",
-                   undecided=True)
+                   "finished), so whether the key is claimed atomically is unknown" + hint,
+                   undecided=slowed)
 
 
 def _met(view: View, intent: Event, options: CheckOptions) -> bool:

@@ -30,8 +30,10 @@ SLOWEST_FIRST = ("renewed_lease", "redis_store", "redis_ledger", "ledger_sqlite"
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 PARALLEL = 4
-#: The most one service's run or exploration may take before it is stopped (its test fails).
-PLAY_SECONDS = 420.0
+#: The most one service's run or exploration may take before it is stopped (its test fails):
+#: renewed_lease's exploration waits out its renewed 4 s lease in real time, again and again,
+#: and took 413 s under a full suite (stopped at 420 s once the opening grew).
+PLAY_SECONDS = 540.0
 
 
 def listed(findings: list[dict[str, Any]]) -> str:

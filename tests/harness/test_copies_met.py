@@ -10,16 +10,16 @@ from harness._history import NEMESIS
 from tests.harness.stories import JSON, Story, replayed
 
 
-def _intend(story: Story, key: str) -> None:
+def _intend(story: Story, key: str, *, slowed: bool = True) -> None:
     story.history.record("info", "intent", NEMESIS, key=key, tenant="t1", value={
         "what": COPIES_MET, "properties": ["P1"], "group": "expired-burst",
-        "label": "expired-burst"})
+        "label": "expired-burst", "slowed": slowed})
 
 
-def _burst(story: Story, key: str, *answers: int) -> None:
+def _burst(story: Story, key: str, *answers: int, slowed: bool = True) -> None:
     """An intent to make copies of ``key`` meet, then one copy charging and the others
     answered ``answers`` (a replay for 201, in progress for 409)."""
-    _intend(story, key)
+    _intend(story, key, slowed=slowed)
     story.attempt(key, 201, label="expired-burst", resource=f"ch-{key}", headers=JSON)
     for status in answers:
         story.attempt(key, status, label="expired-burst", resource=f"ch-{key}"
@@ -38,6 +38,16 @@ def test_copies_that_never_showed_they_met_leave_the_claim_unknown() -> None:
     result = story.check("P1")
     assert result.results["P1"].verdict == "unknown"
     assert "never showed that two ran at the same time" in (result.results["P1"].reason or "")
+
+
+def test_copies_the_harness_could_not_slow_leave_a_note_not_an_unknown() -> None:
+    """A target with no slow hook and a handler over in a few milliseconds (the reference
+    server as ``init`` drafts it) cannot be made to meet: the claim is untested, and said so."""
+    story = Story()
+    _burst(story, "k1", 201, 201, 201, slowed=False)
+    result = story.check("P1")
+    assert result.results["P1"].verdict == "pass"
+    assert any("no slow hook" in n.message and not n.undecided for n in result.notes)
 
 
 def test_one_burst_that_met_is_enough_for_the_group() -> None:
