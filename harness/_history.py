@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
@@ -148,6 +148,14 @@ class History:
             event = self._append_locked(type_, f, process, op, fields_)
         self._notify(event)
         return event
+
+    def intend(self, what: str, key: str | None, properties: Sequence[str], *,
+               tenant: str | None = None, **details: Any) -> Event:
+        """Record what a scenario's next step is meant to bring about for ``key`` (``what``: a
+        precondition a checker knows, such as ``copies-met``), so the checker can tell from
+        the evidence whether it did, and call the ``properties`` it was for unknown if not."""
+        return self.record("info", "intent", NEMESIS, key=key, tenant=tenant,
+                           value={"what": what, "properties": list(properties), **details})
 
     def _append_locked(
         self, type_: EventType, f: str, process: str, op: int, fields_: Mapping[str, Any]

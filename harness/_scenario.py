@@ -448,8 +448,7 @@ class ScenarioContext:
                **details: Any) -> None:
         """Record what the next step is meant to bring about for ``request``'s key (``what``:
         a precondition the checker knows), so the checker can tell whether it did."""
-        self.history.record("info", "intent", NEMESIS, key=request.key, tenant=request.tenant,
-                            value={"what": what, "properties": list(properties), **details})
+        self.history.intend(what, request.key, properties, tenant=request.tenant, **details)
 
     # ---- nemesis ---------------------------------------------------------------------------
 
@@ -536,9 +535,11 @@ class ScenarioContext:
         (a PostgreSQL exploration spent 650 of its 800 s on such failures, two seconds each)."""
         wanted = identities_sent(self.history.events()) if identities is None else identities
         self._ask_oracle(wanted)
+        asked = set(wanted)
         for pause in LATE_CHARGE_PAUSES:
             events = self.history.events()
-            late = answered_without_a_charge(events, last_counts(events))
+            late = [identity for identity in answered_without_a_charge(events, last_counts(events))
+                    if identity in asked]  # a key found lost in an earlier look stays lost
             if not late:
                 break
             time.sleep(pause)

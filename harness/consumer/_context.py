@@ -193,8 +193,7 @@ class ConsumerContext:
     def intend(self, what: str, key: str, properties: tuple[str, ...], **details: Any) -> None:
         """Record what the next fault is meant to meet (``what``: a precondition the checker
         knows), so the checker can tell whether it did."""
-        self.history.record("info", "intent", NEMESIS, key=key,
-                            value={"what": what, "properties": list(properties), **details})
+        self.history.intend(what, key, properties, **details)
 
     def observe(self, key: str) -> Event:
         """Record, just before acting, what can be seen of ``key``'s job: its effects and the

@@ -6,14 +6,12 @@ key taken for an absent one, outside any transaction) never met a second copy, a
 from __future__ import annotations
 
 from harness import COPIES_MET
-from harness._history import NEMESIS
 from tests.harness.stories import JSON, Story, replayed
 
 
 def _intend(story: Story, key: str, *, slowed: bool = True) -> None:
-    story.history.record("info", "intent", NEMESIS, key=key, tenant="t1", value={
-        "what": COPIES_MET, "properties": ["P1"], "group": "expired-burst",
-        "label": "expired-burst", "slowed": slowed})
+    story.history.intend(COPIES_MET, key, ["P1"], tenant="t1", group="expired-burst",
+                         label="expired-burst", slowed=slowed)
 
 
 def _burst(story: Story, key: str, *answers: int, slowed: bool = True) -> None:

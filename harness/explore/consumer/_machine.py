@@ -181,11 +181,11 @@ def _opening(target: ConsumerTarget) -> tuple[Opening, ...]:
         (publish, Move("republish", {"pick": 0, "copies": 1})),
         (Move("copies", {"copies": MAX_COPIES}),),
     ]
-    for seconds, why in clock_steps(lease=target.promises.lease,
-                                    retention=target.promises.dedup_window):
-        if why == WHY_JUST_WITHIN_RETENTION:
-            stories.append((publish, Move("late_republish", {"jump": (seconds, why),
-                                                             "pick": 0})))
+    jumps = {why: seconds for seconds, why in clock_steps(
+        lease=target.promises.lease, retention=target.promises.dedup_window)}
+    if WHY_JUST_WITHIN_RETENTION in jumps:
+        jump = (jumps[WHY_JUST_WITHIN_RETENTION], WHY_JUST_WITHIN_RETENTION)
+        stories.append((publish, Move("late_republish", {"jump": jump, "pick": 0})))
     failures = _failures(target)
     if failures:
         stories.append((Move("work_failure", {"failure": failures[0]}),))
