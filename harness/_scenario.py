@@ -57,6 +57,9 @@ SLOW_ORACLE_FAILURE = 1.0
 #: replica lags (up to a second here).  Only a key that shows nothing costs the wait, but a
 #: flaw that answers 2xx for nothing (a replay across tenants) costs it before it is found.
 LATE_CHARGE_PAUSES = (0.05, 0.15, 0.3, 0.5)
+#: How long a request killed in flight is slowed (where the target has a slow hook): the kill
+#: comes once the target shows it in progress, at most two thirds of this later.
+KILL_SLOW_MS = 3000
 
 #: Why a capability is missing, in the words of the target file.
 CAPABILITY_HINTS = {
@@ -488,12 +491,14 @@ class ScenarioContext:
 
     def _kill_while_in_flight(self, request: Request, *, process: str, instance: int) -> Event:
         """SIGKILL the target once ``request`` is being handled (seen in progress when the
-        target can say so), then collect the client's side of the crash."""
+        target can say so), then collect the client's side of the crash.  The wait for the
+        sight ends well inside the slowed handler: a kill that came only after the handler's
+        work would test a crash in its last moments (between its writes), not in the middle."""
         if self.target.hooks.slow is not None:
-            request = self.slowed(request, 3000)
+            request = self.slowed(request, KILL_SLOW_MS)
         in_flight = Pending(lambda: self.send(request, process=process, instance=instance),
                             timeout=self.target.client.timeout + 10)
-        self.wait_until_in_progress()
+        self.wait_until_in_progress(timeout=KILL_SLOW_MS / 1000 * 2 / 3)
         self.nemesis.kill(instance)
         return in_flight.wait()
 

@@ -11,17 +11,20 @@ and there a correct and a flawed process are asked side by side to share the wai
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -30,6 +33,8 @@ from harness._errors import ServiceUnavailable
 from harness.services._faketime import FaketimeClock
 from harness.services._network import free_port
 from harness.services._paths import project_root
+from tests.corpus.services import renewed_lease
+from tests.corpus.services._kit import Req
 from tests.missing import missing
 
 BODY = {"amount": 1250, "currency": "usd", "customer": "cus_1"}
@@ -347,6 +352,44 @@ def test_a_dead_or_failed_claim_frees_its_key_unless_a_renewal_outlives_it(
     answers, charged = stuck
     assert set(answers) == {409} and len(answers) > 10 and charged == 0
 
+
+
+class ProcessDied(BaseException):
+    """A SIGKILL at this statement: no handler of the service runs (it catches Exception)."""
+
+
+class DiesAfterTheCharge:
+    """A connection whose process dies right after the ledger's insert has run: a moment a
+    kill from outside cannot aim at, so the service's own code is stepped through here."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> sqlite3.Cursor:
+        cursor = self.conn.execute(sql, parameters)
+        if sql.startswith("insert into ledger"):
+            raise ProcessDied
+        return cursor
+
+
+def test_renewed_lease_killed_right_after_its_charge_leaves_neither_charge_nor_answer(
+        tmp_path: Path) -> None:
+    """The charge and the stored answer commit together: a process killed between the two
+    leaves the claim to run out with nothing charged, so the retry that takes it over charges
+    once (a charge committed on its own was charged again after the lease: a P1 the explorer
+    found on the correct service under a loaded CI)."""
+    db = str(tmp_path / "keys.sqlite3")
+    service = renewed_lease.Service(db, "no-renewal")  # no heartbeat thread: this test alone
+    request = Req("POST", "/charges", {}, {"idempotency-key": "k-1", "authorization": "Bearer t"},
+                  json.dumps(BODY).encode())
+    dying = sqlite3.connect(db, timeout=30, isolation_level=None)
+    with pytest.raises(ProcessDied):
+        service.charge(cast(sqlite3.Connection, DiesAfterTheCharge(dying)), request)
+    dying.close()  # what the kernel does with a killed process's file: nothing committed
+    with closing(sqlite3.connect(db)) as after:
+        charged = after.execute("select count(*) from ledger").fetchone()[0]
+        (status,) = after.execute("select status from leases where key = 'k-1'").fetchone()
+    assert (charged, status) == (0, None)
 
 # ---- sweeping_cleanup: a sweep that also deletes abandoned claims ---------------------------
 

@@ -4,13 +4,12 @@ Choices: a claim holds its key for 4 s of wall-clock time; one background thread
 (the heartbeat) wakes every second, timed on the monotonic clock, and pushes the lease of every
 claim this process still holds 4 s past the wall clock's now, so a handler may run as long as
 it likes and a retry meanwhile gets 409.  A dead process renews nothing, so its claims run out
-4 s later and a retry takes the key over.  The charge is made by the provider (the slow part,
-``X-Test-Delay-Ms``) and written to the ledger before the answer is stored: nothing fences the
-provider, so the heartbeat is what keeps a second request from charging while the first runs,
-as in the published libraries that renew a lock instead of fencing it (a process killed in
-the microseconds between the provider's charge and the stored answer would be charged again
-after the lease: the window of any service whose provider takes no key of its own).  The
-stored answer is written only while the claim's token holds.  A failing handler stops renewing
+4 s later and a retry takes the key over.  After the slow part (``X-Test-Delay-Ms``) the charge
+is written to the ledger in the same transaction as the stored answer, so a process killed at
+any moment leaves both or neither.  Nothing fences that transaction: it writes the charge even
+when the claim's token no longer holds (the stored answer is written only while it holds), so
+the heartbeat is what keeps a second request from charging while the first runs, as in the
+published libraries that renew a lock instead of fencing it.  A failing handler stops renewing
 and lets its lease lapse at once, so the retry runs again.
 
 The service has no test clock: its wall clock is moved from outside (libfaketime), and
@@ -190,13 +189,19 @@ class Service:
             raise RuntimeError("injected handler error")
         answer = provide(body, "ch", "/charges")
         tenant, key, token = claim
-        if answer.status == 201:  # the provider's charge: made, whatever happens to the key
-            conn.execute("insert into ledger values (?, ?, ?, ?)",
-                         (answer.body["id"], tenant, key, body["amount"]))
-        conn.execute("update leases set status = ?, body = ?, location = ?, token = null "
-                     "where tenant = ? and key = ? and token = ?",
-                     (answer.status, json.dumps(answer.body), answer.headers.get("Location"),
-                      tenant, key, token))
+        conn.execute("begin immediate")
+        try:
+            if answer.status == 201:  # charged whatever happened to the claim: no fence
+                conn.execute("insert into ledger values (?, ?, ?, ?)",
+                             (answer.body["id"], tenant, key, body["amount"]))
+            conn.execute("update leases set status = ?, body = ?, location = ?, token = null "
+                         "where tenant = ? and key = ? and token = ?",
+                         (answer.status, json.dumps(answer.body),
+                          answer.headers.get("Location"), tenant, key, token))
+        except BaseException:
+            conn.execute("rollback")
+            raise
+        conn.execute("commit")
         return answer
 
 
