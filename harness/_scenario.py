@@ -57,9 +57,10 @@ SLOW_ORACLE_FAILURE = 1.0
 #: replica lags (up to a second here).  Only a key that shows nothing costs the wait, but a
 #: flaw that answers 2xx for nothing (a replay across tenants) costs it before it is found.
 LATE_CHARGE_PAUSES = (0.05, 0.15, 0.3, 0.5)
-#: How long a request killed in flight is slowed (where the target has a slow hook): the kill
-#: comes once the target shows it in progress, at most two thirds of this later.
+#: How long a request killed in flight is slowed (where the target has a slow hook), and how
+#: long the kill waits at most to see it in progress: two thirds of that, so it lands inside.
 KILL_SLOW_MS = 3000
+KILL_SIGHT_SECONDS = KILL_SLOW_MS / 1000 * 2 / 3
 
 #: Why a capability is missing, in the words of the target file.
 CAPABILITY_HINTS = {
@@ -498,7 +499,7 @@ class ScenarioContext:
             request = self.slowed(request, KILL_SLOW_MS)
         in_flight = Pending(lambda: self.send(request, process=process, instance=instance),
                             timeout=self.target.client.timeout + 10)
-        self.wait_until_in_progress(timeout=KILL_SLOW_MS / 1000 * 2 / 3)
+        self.wait_until_in_progress(timeout=KILL_SIGHT_SECONDS)
         self.nemesis.kill(instance)
         return in_flight.wait()
 

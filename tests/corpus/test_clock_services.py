@@ -34,7 +34,7 @@ from harness.services._faketime import FaketimeClock
 from harness.services._network import free_port
 from harness.services._paths import project_root
 from tests.corpus.services import renewed_lease
-from tests.corpus.services._kit import Req
+from tests.corpus.services._kit import Req, open_sqlite
 from tests.missing import missing
 
 BODY = {"amount": 1250, "currency": "usd", "customer": "cus_1"}
@@ -353,7 +353,6 @@ def test_a_dead_or_failed_claim_frees_its_key_unless_a_renewal_outlives_it(
     assert set(answers) == {409} and len(answers) > 10 and charged == 0
 
 
-
 class ProcessDied(BaseException):
     """A SIGKILL at this statement: no handler of the service runs (it catches Exception)."""
 
@@ -382,7 +381,7 @@ def test_renewed_lease_killed_right_after_its_charge_leaves_neither_charge_nor_a
     service = renewed_lease.Service(db, "no-renewal")  # no heartbeat thread: this test alone
     request = Req("POST", "/charges", {}, {"idempotency-key": "k-1", "authorization": "Bearer t"},
                   json.dumps(BODY).encode())
-    dying = sqlite3.connect(db, timeout=30, isolation_level=None)
+    dying = open_sqlite(db)  # as the service opens it: no implicit transactions
     with pytest.raises(ProcessDied):
         service.charge(cast(sqlite3.Connection, DiesAfterTheCharge(dying)), request)
     dying.close()  # what the kernel does with a killed process's file: nothing committed
@@ -390,6 +389,7 @@ def test_renewed_lease_killed_right_after_its_charge_leaves_neither_charge_nor_a
         charged = after.execute("select count(*) from ledger").fetchone()[0]
         (status,) = after.execute("select status from leases where key = 'k-1'").fetchone()
     assert (charged, status) == (0, None)
+
 
 # ---- sweeping_cleanup: a sweep that also deletes abandoned claims ---------------------------
 
