@@ -48,27 +48,33 @@ def _untested(view: View, property_id: str, found: set[str]) -> Iterator[Note]:
             yield Note(property_id, key, f"key {key}: {reason}", undecided=True)
 
 
-def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> str:
-    """How a key ran twice, told from the evidence alone; silent when it cannot tell."""
+def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> tuple[str, str]:
+    """How a key ran twice, told from the evidence alone, as a mechanism and its words; the
+    words are silent when it cannot tell."""
     ids = {p.message_id for p in publishes}
     redelivered = [d for d in queue.events_of("deliver", key) if d.value.get("redelivered")]
     first, last = publishes[0].invoke.time, publishes[-1].invoke.time
     if any(e.f == "clock" and first <= e.time <= last for e in queue.view.events):
-        return ("The key came back after the consumer's clock moved, still within the promised "
+        return ("forgotten-within-window",
+                "The key came back after the consumer's clock moved, still within the promised "
                 "dedup window, and ran again: the consumer forgot the key too early.")
     if len(ids) > 1 and any(p.invoke.label == "republish" for p in publishes):
-        return ("The producer published the same key again under a new message id and the "
+        return ("republish-ran-again",
+                "The producer published the same key again under a new message id and the "
                 "consumer ran it as a new job: it deduplicates by message id at most, not by "
                 "the key.")
     if len(ids) > 1:
-        return ("Copies of the message with the same key were each run: the key was not "
+        return ("concurrent-copies",
+                "Copies of the message with the same key were each run: the key was not "
                 "claimed atomically before the work, if at all.")
     if queue.incidents():
-        return ("The message came back after " + queue.incidents()[0].what + ", and the "
+        return ("rerun-after-incident",
+                "The message came back after " + queue.incidents()[0].what + ", and the "
                 "consumer ran the job again instead of finding the key done.")
     if redelivered:
-        return "A redelivered message ran the job again instead of finding the key done."
-    return ""
+        return ("redelivery-ran-again",
+                "A redelivered message ran the job again instead of finding the key done.")
+    return "ran-again", ""
 
 
 @prop("P1", "at most one effect per dedup key", registry=QUEUE_PROPERTIES)
@@ -83,11 +89,11 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
         if effects.count > allowed:
             found.add(key)
             span = "" if allowed == 1 else f" ({allowed} dedup windows)"
+            mechanism, why = _why_twice(queue, key, publishes)
             yield Finding("P1", key,
                           f"{effects.count} effects for key {key} where at most {allowed} may "
-                          f"exist{span}: {queue.story(key)}. {_why_twice(queue, key, publishes)}"
-                          .rstrip(),
-                          queue.evidence(key, effects.index))
+                          f"exist{span}: {queue.story(key)}. {why}".rstrip(),
+                          queue.evidence(key, effects.index), mechanism=mechanism)
         elif allowed > 1 and effects.count > 1:
             yield Note("P1", key,
                        f"{effects.count} effects for key {key}: a message came after the "
@@ -121,7 +127,7 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding | Not
             yield Finding("P2", key,
                           f"the confirmed message for key {key} was dead-lettered without an "
                           f"effect: a valid job was thrown away ({queue.story(key)})",
-                          queue.evidence(key, effects.index))
+                          queue.evidence(key, effects.index), mechanism="valid-job-dead-lettered")
         elif left:
             yield Note("P2", key,
                        f"the message for key {key} was still in the queue when the run "
@@ -135,12 +141,14 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding | Not
                        f"key {key} has no effect: its message was acked before the work and "
                        f"lost with the consumer, which the target admits (ack = before-work)")
         else:
+            mechanism, why = _why_lost(queue, publishes)
             yield Finding("P2", key,
                           f"the broker confirmed the message for key {key}, the queue drained, "
                           f"and there is no effect: the job is lost ({queue.story(key)}). "
-                          + _why_lost(queue, publishes),
+                          + why,
                           queue.evidence(key, effects.index,
-                                         *(d.index for d in queue.drains[-1:])))
+                                         *(d.index for d in queue.drains[-1:])),
+                          mechanism=mechanism)
     yield from _untested(view, "P2", found)
 
 
@@ -149,15 +157,18 @@ def _gives_up_at_once(promises: ConsumerPromises) -> bool:
     return promises.on_failure == "dead-letter" or promises.max_attempts == 1
 
 
-def _why_lost(queue: QueueView, publishes: list[Publish]) -> str:
+def _why_lost(queue: QueueView, publishes: list[Publish]) -> tuple[str, str]:
+    """How a job was lost, as a mechanism and its words."""
     failed = queue.events_of("work-failed", publishes[0].key or "") if publishes else []
     if any(p.fails == "before-work" for p in publishes) or failed:
-        return ("Its job failed once, and its retry was acked without the work: the key was "
+        return ("claim-kept-after-failure",
+                "Its job failed once, and its retry was acked without the work: the key was "
                 "left claimed (or marked done) by the failed attempt.")
     if queue.incidents():
-        return (f"The message was gone from the queue after {queue.incidents()[0].what}: it "
+        return ("acked-before-work",
+                f"The message was gone from the queue after {queue.incidents()[0].what}: it "
                 "was acked before its work was done.")
-    return "Its message was acked and its work never done."
+    return "acked-never-done", "Its message was acked and its work never done."
 
 
 @prop("P9", "crash safety: after a kill or a lost connection, redeliveries converge to one "
@@ -197,7 +208,7 @@ def _converged(queue: QueueView, incident: Incident, key: str, promises: Consume
                           f"key {key} was still not done {format_duration(waited)} after "
                           f"{incident.what}, past the promised lease of "
                           f"{format_duration(lease)}: it is stuck ({queue.story(key)})",
-                          evidence)
+                          evidence, mechanism="stuck")
         else:
             yield Note("P9", key,
                        f"after {incident.what} key {key} had not settled when the run "
@@ -211,7 +222,8 @@ def _converged(queue: QueueView, incident: Incident, key: str, promises: Consume
                     else f"one per dedup window its messages span ({allowed})")
         yield Finding("P9", key,
                       f"after {incident.what}, key {key} ended with {effects.count} effects "
-                      f"instead of {expected} ({queue.story(key)})", evidence)
+                      f"instead of {expected} ({queue.story(key)})", evidence,
+                      mechanism="ran-again-after-incident")
 
 
 @prop("P10", "poison messages cause no effect, do not loop, and the consumer keeps serving",
@@ -226,14 +238,16 @@ def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
         evidence = queue.evidence(key, effects.index)
         if effects.count:
             yield Finding("P10", key, f"the {what} for key {key} caused "
-                                      f"{effects.count} effect(s)", evidence)
+                                      f"{effects.count} effect(s)", evidence,
+                          mechanism="poison-had-effect")
         delivered = queue.events_of("deliver", key)
         limit = promises.max_attempts
         if limit is not None and len(delivered) > limit:
             yield Finding("P10", key,
                           f"the {what} for key {key} was delivered {len(delivered)} "
                           f"times where the consumer promises at most {limit} attempts: it "
-                          "loops instead of being dead-lettered", evidence)
+                          "loops instead of being dead-lettered", evidence,
+                          mechanism="poison-loops")
             continue
         left = queue.events_of("leftover", key)
         dead = queue.events_of("dead-lettered", key)
@@ -252,11 +266,12 @@ def poison(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                           f"{format_duration(float(queue.drains[-1].value.get('waited', 0)))}"
                           f", never dead-lettered to {dlq} as promised"
                           + (f" ({len(delivered)} deliveries seen)" if delivered else
-                             ": it keeps coming back"), evidence)
+                             ": it keeps coming back"), evidence, mechanism="poison-loops")
         elif promises.dead_letter_queue and not dead and not left and queue.drained:
             yield Finding("P10", key,
                           f"the {what} for key {key} was dropped: it is neither in "
-                          f"the queue nor in the promised dead-letter queue {dlq}", evidence)
+                          f"the queue nor in the promised dead-letter queue {dlq}", evidence,
+                          mechanism="poison-dropped")
     yield from _kept_serving(queue)
 
 
@@ -285,7 +300,7 @@ def _kept_serving(queue: QueueView) -> Iterator[Finding]:
         yield Finding("P10", None,
                       f"the consumer exited with code {exit_event.value.get('code')} during "
                       f"{exit_event.value.get('scenario')}: nothing killed it",
-                      (exit_event.index,))
+                      (exit_event.index,), mechanism="consumer-exited")
     if not queue.poisoned():
         return
     first_poison = min(p.invoke.time for _, ps in queue.poisoned() for p in ps)
@@ -296,7 +311,7 @@ def _kept_serving(queue: QueueView) -> Iterator[Finding]:
                 yield Finding("P10", key,
                               f"after the poison message, an ordinary message (key {key}) "
                               "was never processed: the consumer stopped serving",
-                              queue.evidence(key, seen.index))
+                              queue.evidence(key, seen.index), mechanism="stopped-serving")
 
 
 @prop("P11", "bounded storage: expired dedup keys are removed", registry=QUEUE_PROPERTIES)
@@ -322,4 +337,4 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
                           f"the dedup table holds {rows} rows {format_duration(now - start)} "
                           f"into the run, but only {live} keys are within the dedup window of "
                           f"{format_duration(window)}: expired keys are not removed",
-                          (observation.index,))
+                          (observation.index,), mechanism="expired-keys-kept")

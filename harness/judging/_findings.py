@@ -35,13 +35,19 @@ def klass_of(property_id: str) -> Klass:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """A property that did not hold, for one key, with the smallest events that show it."""
+    """A property that did not hold, for one key, with the smallest events that show it.
+
+    ``mechanism`` names how the evidence shows it broke (``concurrent-copies``,
+    ``stuck-after-charge``...), in words that do not depend on keys or timings: two findings
+    of one property with different mechanisms are two flaws, which the explorer reports apart
+    (docs/explorer.md, "Distinct failures")."""
 
     property: str
     key: str | None
     message: str
     events: tuple[int, ...] = ()
     reproduce: str = ""
+    mechanism: str = ""
     klass: Klass = field(init=False)
 
     def __post_init__(self) -> None:
@@ -52,6 +58,7 @@ class Finding:
             "property": self.property,
             "class": self.klass,
             "key": self.key,
+            "mechanism": self.mechanism,
             "message": self.message,
             "events": list(self.events),
             "reproduce": self.reproduce,

@@ -82,12 +82,12 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             continue
         if effects.count is not None and effects.count > allowed:
             expiry = "" if allowed == 1 else f" ({allowed} retention windows)"
+            mechanism, how = _how_it_ran_twice(view, attempts, options.promises.lease)
             yield Finding(
                 "P1", shown,
                 f"{effects.count} charges for key {shown}{_every_charge(effects, attempts)} "
-                f"where at most {allowed} may exist{expiry}: {_story(attempts, view)}. "
-                f"{_how_it_ran_twice(view, attempts, options.promises.lease)}",
-                view.evidence(attempts, effects.index),
+                f"where at most {allowed} may exist{expiry}: {_story(attempts, view)}. {how}",
+                view.evidence(attempts, effects.index), mechanism=mechanism,
             )
         elif allowed > 1 and effects.count and effects.count > 1:
             yield Note("P1", shown,
@@ -142,11 +142,12 @@ def _every_charge(effects: EffectsSeen, attempts: list[Attempt]) -> str:
     return f" ({', '.join(effects.ids)}{silent})"
 
 
-def _how_it_ran_twice(view: View, attempts: list[Attempt], lease: float | None) -> str:
-    """Why a key was charged more than once, told from the evidence alone: copies that ran at
-    the same time, a late original that committed after a retry took its expired lease over,
-    a retry that ran after an answer was stored, or a request the server died in and ran
-    again; silent about what the history cannot show."""
+def _how_it_ran_twice(view: View, attempts: list[Attempt],
+                      lease: float | None) -> tuple[str, str]:
+    """Why a key was charged more than once, told from the evidence alone, as a mechanism and
+    its words: copies that ran at the same time, a late original that committed after a retry
+    took its expired lease over, a retry that ran after an answer was stored, or a request the
+    server died in and ran again; silent about what the history cannot show."""
     executed = [a for a in attempts if a.ok and a.resource]
     resources = {a.resource for a in executed}
     if len(resources) > 1:
@@ -156,23 +157,29 @@ def _how_it_ran_twice(view: View, attempts: list[Attempt], lease: float | None) 
         if lease is not None and any(
                 b.invoke.time < a.end_time and b.start - a.start > lease
                 and b.end_time < a.end_time for a, b in pairwise(runs)):
-            return ("The original was still running past its lease of "
+            return ("late-original-after-takeover",
+                    "The original was still running past its lease of "
                     f"{format_duration(lease)}: a retry took the key over and charged, then "
                     "the late original committed its own charge too; its commit did not check "
                     "that the claim was still its own.")
         if any(b.invoke.time < a.end_time for a, b in pairwise(runs)):
-            return ("Copies of the request that ran at the same time were each executed: the "
+            return ("concurrent-copies",
+                    "Copies of the request that ran at the same time were each executed: the "
                     "key was not claimed atomically before the work began.")
-        return ("A retry that came after the first charge was answered was executed again "
+        return ("retry-after-answer",
+                "A retry that came after the first charge was answered was executed again "
                 "instead of being answered from the stored response.")
     if any(view.ran_on_the_server_until(a) < float("inf") for a in attempts if not a.answered):
-        return ("The request was run again after the server died in it, although its first "
+        return ("rerun-after-crash",
+                "The request was run again after the server died in it, although its first "
                 "run had already charged.")
     overlapping = any(b.invoke.time < a.end_time
                       for position, a in enumerate(attempts) for b in attempts[position + 1:])
     if overlapping:
-        return "Requests with this key ran at the same time and more than one of them charged."
-    return "A retry was executed again instead of being answered from the stored response."
+        return ("overlapping-requests",
+                "Requests with this key ran at the same time and more than one of them charged.")
+    return ("retry-executed-again",
+            "A retry was executed again instead of being answered from the stored response.")
 
 
 @prop("P2", "no lost outcome: a key answered 2xx was charged, every 2xx names the same charge, "
@@ -201,7 +208,7 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
                     f"successful answers for key {shown} name {len(resources)} different "
                     f"resources ({', '.join(resources)}): {_story(epoch, view)}. The client "
                     "cannot tell which charge is real.",
-                    view.evidence(pinned, effects.index),
+                    view.evidence(pinned, effects.index), mechanism="answers-name-two-charges",
                 )
             if effects.count == 0 and any(a.completion is None for a in attempts):
                 continue  # a request of the key still runs: its charge may yet land
@@ -217,7 +224,7 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
                     f"key {shown} was answered {successes[0].status} but nothing was charged: "
                     "the client was told it succeeded and the outcome is lost "
                     f"({_story(epoch, view)})",
-                    view.evidence(successes, effects.index),
+                    view.evidence(successes, effects.index), mechanism="answered-not-charged",
                 )
             elif effects.ids is not None:
                 ghosts = [r for r in resources if r not in effects.ids]
@@ -227,6 +234,7 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
                         f"key {shown} was answered with {', '.join(ghosts)}, which the ledger "
                         f"does not hold (it holds {', '.join(effects.ids) or 'nothing'})",
                         view.evidence(successes, effects.index),
+                        mechanism="answer-names-unknown-charge",
                     )
 
 
@@ -255,7 +263,7 @@ def _charged_behind_an_error(view: View, shown: str, identity: Identity,
             "P2", shown,
             f"key {shown} ended with {last.status} but {effects.count} charge(s) exist: the "
             f"client was told the charge failed and its outcome is lost ({_story(attempts, view)})",
-            view.evidence(attempts, effects.index),
+            view.evidence(attempts, effects.index), mechanism="charged-behind-an-error",
         )
 
 
@@ -294,7 +302,7 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
                           f"the first request for key {shown} was answered as a replay "
                           f"({promises.replay_header}: {first.header(promises.replay_header or '')}"
                           ") although nothing was stored yet",
-                          view.evidence([first]))
+                          view.evidence([first]), mechanism="first-answer-marked-replay")
         errors = _errors(attempts, options)
         for epoch in view.epochs(attempts, promises.retention):
             groups: dict[str | None, list[Attempt]] = defaultdict(list)
@@ -328,7 +336,7 @@ def _released_error_replayed(view: View, shown: str, attempts: list[Attempt],
                           + (" marked as a replay" if marked else "")
                           + ": the target promises to release the key after this error "
                             "(errors = \"release\"), so a retry must run again",
-                          view.evidence([failed, *same[:3]]))
+                          view.evidence([failed, *same[:3]]), mechanism="released-error-replayed")
             return
 
 
@@ -352,11 +360,12 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
         if replay.resource and reference.resource and replay.resource != reference.resource:
             continue  # executed again, not replayed: P1 and P2 say so
         if not _same_response(reference, replay):
+            what, difference = _response_difference(reference, replay)
             yield Finding(
                 "P3", shown,
-                f"the retry of key {shown} got {_response_difference(reference, replay)}: the "
-                "stored response was not replayed faithfully",
-                view.evidence([reference, replay]),
+                f"the retry of key {shown} got {difference}: the stored response was not "
+                "replayed faithfully",
+                view.evidence([reference, replay]), mechanism=f"replay-{what}-differs",
             )
         elif marker and not marked(replay):
             seen = replay.header(marker)
@@ -366,26 +375,27 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
                 "P3", shown,
                 f"the replay for key {shown} repeats the original answer but carries {how}, so "
                 "the client cannot tell it is a replay",
-                view.evidence([replay]),
+                view.evidence([replay]), mechanism="replay-not-marked",
             )
         elif replay.header("content-type") != reference.header("content-type"):
             yield Finding(
                 "P3", shown,
                 f"the replay for key {shown} changed Content-Type from "
                 f"{reference.header('content-type')} to {replay.header('content-type')}",
-                view.evidence([reference, replay]),
+                view.evidence([reference, replay]), mechanism="replay-content-type-differs",
             )
 
 
-def _response_difference(reference: Attempt, replay: Attempt) -> str:
-    """What differs between an original answer and its replay, in the reader's terms."""
+def _response_difference(reference: Attempt, replay: Attempt) -> tuple[str, str]:
+    """What differs between an original answer and its replay (``status``, ``body`` or
+    ``location``), and how, in the reader's terms."""
     if replay.status != reference.status:
-        return f"{replay.status} where the original answer was {reference.status}"
+        return "status", f"{replay.status} where the original answer was {reference.status}"
     if replay.digest != reference.digest:
-        return (f"another body ({_excerpt(replay)}) where the original was "
-                f"{_excerpt(reference)}")
-    return (f"Location {replay.header('location')!r} where the original had "
-            f"{reference.header('location')!r}")
+        return "body", (f"another body ({_excerpt(replay)}) where the original was "
+                        f"{_excerpt(reference)}")
+    return "location", (f"Location {replay.header('location')!r} where the original had "
+                        f"{reference.header('location')!r}")
 
 
 def _excerpt(attempt: Attempt, length: int = 60) -> str:
@@ -429,7 +439,7 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                         f"a retry of key {shown} with the same request (equal JSON, perhaps "
                         f"other key order or whitespace) was refused with {status} as if it "
                         "were a different request",
-                        view.evidence([original, attempt]),
+                        view.evidence([original, attempt]), mechanism="same-request-refused",
                     )
                 elif not same and status != mismatch:
                     what = _answer_to_reuse(original, attempt)
@@ -440,6 +450,8 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                         + (": the client believes its second request happened" if attempt.ok
                            else ""),
                         view.evidence([original, attempt]),
+                        mechanism="reuse-not-refused:"
+                                  + next(iter(_changes(original, attempt)), "body"),
                     )
 
 
@@ -464,7 +476,8 @@ def _refused_as_a_reuse_at_once(view: View, identity: Identity, attempts: list[A
     yield Finding("P4", describe_identity(identity),
                   f"key {describe_identity(identity)} was refused with {first.status} on its "
                   f"very first request, as if it reused another key{hint}: the server takes "
-                  "two different keys for one", view.evidence([first]))
+                  "two different keys for one", view.evidence([first]),
+                  mechanism="two-keys-taken-for-one")
 
 
 def _look_alike(one: str, other: str) -> bool:
@@ -546,7 +559,7 @@ def in_flight_retry(view: View, options: CheckOptions) -> Iterator[Finding | Not
                 "P5", shown,
                 f"a retry of key {shown} sent while attempt {earlier[0].invoke.attempt} was "
                 f"still running got {status}; expected {expected}",
-                view.evidence([earlier[0], later]),
+                view.evidence([earlier[0], later]), mechanism="in-flight-wrong-status",
             )
 
 
@@ -584,7 +597,7 @@ def _answered_before_the_original(view: View, shown: str, retry: Attempt, origin
         f"got {retry.status} {_excerpt(retry)}{marked}, {early:.0f} ms before the original "
         f"answered {original.status} {_excerpt(original)}: an answer made up while the work "
         "was still running, not the stored response",
-        view.evidence([original, retry]),
+        view.evidence([original, retry]), mechanism="answer-made-up-while-running",
     )
 
 
@@ -595,11 +608,13 @@ def _in_progress_answer(view: View, shown: str, later: Attempt,
         if promises.retry_after and not later.header("retry-after"):
             yield Finding("P5", shown,
                           f"the in-flight retry of key {shown} got {later.status} without the "
-                          "promised Retry-After header", view.evidence([later]))
+                          "promised Retry-After header", view.evidence([later]),
+                          mechanism="no-retry-after")
     elif promises.wait_timeout and later.end_time - later.invoke.time < promises.wait_timeout / 2:
         yield Finding("P5", shown,
                       f"the target promises to wait for an in-flight key but answered "
-                      f"{later.status} at once for key {shown}", view.evidence([later]))
+                      f"{later.status} at once for key {shown}", view.evidence([later]),
+                      mechanism="no-wait-for-in-flight")
 
 
 @prop("P6", "retention: replayed within the window, measured, and long enough for clients")
@@ -611,7 +626,8 @@ def retention(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
         yield Finding("P6", None,
                       f"the promised retention ({format_duration(promised)}) is shorter than the "
                       f"client's retry horizon ({format_duration(options.retry_horizon)}): a "
-                      "client retrying that late is charged twice")
+                      "client retrying that late is charged twice",
+                      mechanism="retention-shorter-than-horizon")
     kept: list[float] = []
     forgotten: list[tuple[float, Attempt, Attempt]] = []
     for _identity, attempts in view.keyed():
@@ -642,7 +658,7 @@ def retention(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                     "P6", shown,
                     f"key {shown} was forgotten after {format_duration(gap)}, within the promised "
                     f"retention of {format_duration(promised)}: its retry was executed again",
-                    view.evidence([reference, probe]),
+                    view.evidence([reference, probe]), mechanism="forgotten-within-retention",
                 )
 
 
@@ -660,11 +676,13 @@ def missing_key(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             if strict and status != DRAFT_MISSING_KEY:
                 yield Finding("P7", None,
                               f"a request without a key got {status}; in strict mode it must be "
-                              f"rejected with {DRAFT_MISSING_KEY}", view.evidence([attempt]))
+                              f"rejected with {DRAFT_MISSING_KEY}", view.evidence([attempt]),
+                              mechanism="missing-key-not-refused")
             elif not strict and not attempt.ok and status not in (429, 503):
                 yield Finding("P7", None,
                               f"a request without a key got {status}; in lax mode it must be "
-                              "processed normally", view.evidence([attempt]))
+                              "processed normally", view.evidence([attempt]),
+                              mechanism="missing-key-not-processed")
     if not keyless:
         return
     if options.keyless == "none":
@@ -688,7 +706,7 @@ def missing_key(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                           f"{seen.count} charges from {len(attempts)} requests without a key "
                           f"({processed} answered 2xx) where {expected} were expected "
                           f"({options.promises.mode} mode)",
-                          view.evidence(attempts, seen.index))
+                          view.evidence(attempts, seen.index), mechanism="keyless-charges-wrong")
 
 
 def _keyless_by_totals(view: View, attempts: list[Attempt],
@@ -705,7 +723,7 @@ def _keyless_by_totals(view: View, attempts: list[Attempt],
             yield Finding("P7", None,
                           f"a request without a key answered {attempt.status} changed the "
                           f"target's total of charges by {charged} where {expected} was expected",
-                          view.evidence([attempt], *totals))
+                          view.evidence([attempt], *totals), mechanism="keyless-charges-wrong")
 
 
 @prop("P8", "tenant isolation: one key in two tenants is two operations, no shared responses")
@@ -733,7 +751,7 @@ def tenant_isolation(view: View, options: CheckOptions) -> Iterator[Finding]:
                 yield Finding("P8", shown,
                               f"{shown} was refused with {first.status} on its first request "
                               "because another tenant had used the same key: keys are not "
-                              "scoped per tenant", evidence)
+                              "scoped per tenant", evidence, mechanism="keys-not-scoped-per-tenant")
             for attempt in (a for a in attempts if a.ok):
                 if attempt.resource and own.ids and attempt.resource in own.ids:
                     continue  # its own charge
@@ -745,7 +763,7 @@ def tenant_isolation(view: View, options: CheckOptions) -> Iterator[Finding]:
                     yield Finding("P8", shown,
                                   f"{shown} received the stored response of {source} "
                                   f"({attempt.status}, {attempt.resource}); {executed}",
-                                  evidence)
+                                  evidence, mechanism="keys-not-scoped-per-tenant")
                     break
 
 
@@ -874,7 +892,8 @@ def _answers_during_outage(view: View, incident: _Incident,
         yield Finding("P9", shown,
                       f"during {incident.what} key {shown} got {status}; a server that loses "
                       "its store must answer 503 (or 409, or the stored response)",
-                      view.evidence([attempt], incident.start.index, incident.end.index))
+                      view.evidence([attempt], incident.start.index, incident.end.index),
+                      mechanism="failed-during-outage")
 
 
 def _held_by_another(late: Attempt, attempts: list[Attempt], options: CheckOptions) -> bool:
@@ -917,7 +936,8 @@ def _stuck_past_retention(view: View, identity: Identity, attempts: list[Attempt
                       f"{format_duration(late.start - claimed.start)} after the last request "
                       f"that could have claimed it ({claimed.describe()}), past the promised "
                       f"retention of {format_duration(promises.retention)}, with no request of "
-                      "it running: it is stuck for good", view.evidence(attempts))
+                      "it running: it is stuck for good", view.evidence(attempts),
+                      mechanism=_stuck(view, identity))
         return
 
 
@@ -941,10 +961,15 @@ def _converged(view: View, incident: _Incident, identity: Identity,
                  and not _held_by_another(a, attempts, options)]
         if stuck:
             late = stuck[-1].start - healed_at
+            mechanism = _stuck(view, identity)
+            charged = (f"; its charge was already made ({_effects(view, identity).count}), and "
+                       "the client can never learn its outcome"
+                       if mechanism == "stuck-after-charge" else "")
             yield Finding("P9", shown,
                           f"key {shown} was still in progress {format_duration(late)} after "
                           f"{incident.what}, past the promised lease of "
-                          f"{format_duration(promises.lease)}: it is stuck for good", evidence)
+                          f"{format_duration(promises.lease)}: it is stuck for good{charged}",
+                          evidence, mechanism=mechanism)
             return
     # a request already running through the incident that answered after it counts too: its
     # final answer shows the key was not left in progress
@@ -972,7 +997,7 @@ def _converged(view: View, incident: _Incident, identity: Identity,
             return
         yield Finding("P9", shown,
                       f"after {incident.what}, {len(after)} retries of key {shown} never got an "
-                      f"answer ({_story(after, view)})", evidence)
+                      f"answer ({_story(after, view)})", evidence, mechanism="never-answered")
         return
     if any(a.ok for a in attempts):
         effects = _effects(view, identity)
@@ -982,7 +1007,15 @@ def _converged(view: View, incident: _Incident, identity: Identity,
                           f"after {incident.what}, key {shown} ended with {effects.count} "
                           f"charges instead of exactly one ({_story(attempts, view)})",
                           view.evidence(attempts, incident.start.index, incident.end.index,
-                                        effects.index))
+                                        effects.index),
+                          mechanism=("charged-again-after-incident" if effects.count
+                                     else "lost-after-incident"))
+
+
+def _stuck(view: View, identity: Identity) -> str:
+    """A key stuck for good, as a mechanism: with its charge already made (the work committed
+    and its answer never stored) or with nothing charged (the claim was never released)."""
+    return "stuck-after-charge" if _effects(view, identity).count else "stuck"
 
 
 def _window_of(view: View, incident: _Incident, attempts: list[Attempt],
@@ -1011,14 +1044,14 @@ def bad_input(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                 yield Finding("P10", None,
                               f"after the hostile requests an ordinary request got "
                               f"{control.status or 'no answer'}: the target stopped serving",
-                              view.evidence([control]))
+                              view.evidence([control]), mechanism="stopped-serving")
     for exit_event in view.exits:
         during = exit_event.value.get("scenario")
         yield Finding("P10", None,
                       f"the service exited with code {exit_event.value.get('code')}"
                       + (f" during {during}" if during else "")
                       + ": nothing killed it, and every request in flight was lost with it",
-                      view.evidence([], exit_event.index))
+                      view.evidence([], exit_event.index), mechanism="service-exited")
     forged: dict[Identity, list[Attempt]] = defaultdict(list)
     for attempt in (a for a in view.attempts if a.label == "fake-replay"):
         forged[attempt.identity].append(attempt)
@@ -1059,20 +1092,21 @@ def _refused(view: View, attempt: Attempt, options: CheckOptions) -> Iterator[Fi
     if status is None or status >= 500:
         yield Finding("P10", None,
                       f"hostile input ({what}) made the target fail: {attempt.describe()}",
-                      view.evidence([attempt]))
+                      view.evidence([attempt]), mechanism=f"hostile-failed:{what}")
     elif status < 400:
         yield Finding("P10", None,
                       f"hostile input ({what}) was accepted with {status}; it must "
                       "be refused with " + (f"{key_rules}" if bad_key and key_rules else "a 4xx"),
-                      view.evidence([attempt]))
+                      view.evidence([attempt]), mechanism=f"hostile-accepted:{what}")
     elif bad_key and key_rules is not None and status != key_rules:
         yield Finding("P10", None,
                       f"a key that breaks the declared rules ({what}) got {status} where the "
-                      f"target promises {key_rules}", view.evidence([attempt]))
+                      f"target promises {key_rules}", view.evidence([attempt]),
+                      mechanism=f"hostile-wrong-status:{what}")
     if seen is not None and charged:
         yield Finding("P10", None, f"hostile input ({what}) was answered {status or 'nothing'} "
                                    f"and caused {charged} charge(s)",
-                      view.evidence([attempt], seen.index))
+                      view.evidence([attempt], seen.index), mechanism=f"hostile-charged:{what}")
 
 
 def _forged_replay(view: View, fake: Attempt, options: CheckOptions) -> Iterator[Finding]:
@@ -1085,12 +1119,13 @@ def _forged_replay(view: View, fake: Attempt, options: CheckOptions) -> Iterator
         yield Finding("P10", shown,
                       "a new request that carried a forged replay header was not processed as "
                       f"new: {fake.describe()}, {effects.count} charge(s)",
-                      view.evidence([fake], effects.index))
+                      view.evidence([fake], effects.index), mechanism="forged-replay-not-new")
     elif marked:
         yield Finding("P10", shown,
                       "a new request that carried a forged replay header was processed (one "
                       "charge), but its answer is marked as a replay: the server echoes the "
-                      "client's header", view.evidence([fake], effects.index))
+                      "client's header", view.evidence([fake], effects.index),
+                      mechanism="forged-replay-echoed")
 
 
 def _live_at(attempts: Sequence[Attempt], when: float, horizon: float) -> bool:
@@ -1148,4 +1183,5 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
                           f"the run, but only {live} keys are within the retention of "
                           f"{format_duration(retention)}: expired keys are not removed and the "
                           "table grows without bound",
-                          _expiry_evidence(view, keyed.values(), observation, horizon))
+                          _expiry_evidence(view, keyed.values(), observation, horizon),
+                          mechanism="expired-keys-kept")
