@@ -29,7 +29,7 @@ class ServerSettings:
     errors: ErrorPolicy = "release"
     test_clock: bool = False
     test_faults: bool = False
-    flaw: str | None = None
+    flaws: tuple[str, ...] = ()  # named flaws switched on together (``flaws.combine``)
     idempotency: bool = True  # off only to measure the layer's cost (bench/)
     log_level: str = "info"
     #: How long a client may take to send a request's headers, then its body (``_deadlines``).

@@ -29,7 +29,7 @@ from reference_server._faults import HandlerFaults
 from reference_server._middleware import IdempotencyMiddleware
 from reference_server._settings import ServerSettings
 from reference_server._types import ASGIApp
-from reference_server.flaws import get_flaw
+from reference_server.flaws import flaws_named, with_flaws
 from reference_server.stores import store_from_url
 
 __all__ = ["create_app"]
@@ -37,8 +37,7 @@ __all__ = ["create_app"]
 
 def create_app(settings: ServerSettings) -> Router:
     """The whole server as an ASGI app; raises ``StoreUrlError`` or ``UnknownFlaw`` early."""
-    flaw = None if settings.flaw is None else get_flaw(settings.flaw)
-    behaviour = CORRECT if flaw is None else flaw.apply(CORRECT)
+    behaviour = with_flaws(CORRECT, flaws_named(settings.flaws))
     store = store_from_url(settings.store_url)
     clock = ServerClock(store, adjustable=settings.test_clock)
     cleanup = CleanupJob(
@@ -74,7 +73,7 @@ def create_app(settings: ServerSettings) -> Router:
             "status": "ok",
             "pid": os.getpid(),
             "store": store.kind,
-            "flaw": settings.flaw,
+            "flaw": " + ".join(settings.flaws) or None,
             "mode": settings.mode,
             "in_progress": settings.in_progress,
             "errors": settings.errors,

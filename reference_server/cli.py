@@ -13,10 +13,10 @@ import click
 from harness.services._network import is_loopback
 from reference_server._durations import Duration
 from reference_server._middleware import ErrorPolicy, InProgressPolicy, Mode
-from reference_server._options import checked_flaw
+from reference_server._options import checked_flaws
 from reference_server._serving import run_server
 from reference_server._settings import ServerSettings
-from reference_server.flaws import FLAWS, get_flaw
+from reference_server.flaws import FLAWS, flaws_named
 from reference_server.stores import StoreUrlError, check_store_url
 
 __all__ = ["serve"]
@@ -63,8 +63,9 @@ def _default_store() -> str:
               help="Let POST /_admin/clock/advance move the server's clock.")
 @click.option("--test-faults", is_flag=True,
               help="Honour the X-Test-Fault and X-Test-Delay-Ms request headers.")
-@click.option("--flaw", metavar="NAME", callback=checked_flaw(get_flaw),
-              help=f"Run with one named flaw: {', '.join(FLAWS)}.")
+@click.option("--flaw", "flaws", metavar="NAME", multiple=True,
+              callback=checked_flaws(flaws_named),
+              help=f"Run with a named flaw (repeat for several): {', '.join(FLAWS)}.")
 @click.option("--header-timeout", type=Duration(), default="10s", show_default=True,
               help="How long a client may take to send a request's headers; then 408.")
 @click.option("--body-timeout", type=Duration(), default="30s", show_default=True,
@@ -76,7 +77,7 @@ def serve(
     host: str, port: int, allow_remote: bool, store_url: str | None, mode: str,
     in_progress: str, wait_timeout: float, max_waiters: int, lease: float, retention: float,
     cleanup_interval: float, work_delay_ms: int, errors: str, test_clock: bool,
-    test_faults: bool, flaw: str | None, header_timeout: float, body_timeout: float,
+    test_faults: bool, flaws: tuple[str, ...], header_timeout: float, body_timeout: float,
     log_level: str, no_idempotency: bool,
 ) -> None:
     """Run the reference server: POST /charges behind a complete idempotency-key layer."""
@@ -105,7 +106,7 @@ def serve(
         errors=cast(ErrorPolicy, errors),
         test_clock=test_clock,
         test_faults=test_faults,
-        flaw=flaw,
+        flaws=flaws,
         idempotency=not no_idempotency,
         log_level=log_level,
         header_timeout=header_timeout,

@@ -8,13 +8,14 @@ flaw matrix and the training demo list them from ``FLAWS``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reference_server._behaviour import Behaviour
 
-__all__ = ["FLAWS", "Flaw", "UnknownFlaw", "get_flaw"]
+__all__ = ["CANNOT_COMBINE", "FLAWS", "Flaw", "FlawClash", "UnknownFlaw", "combine", "flaws_named",
+           "get_flaw", "with_flaws"]
 
 #: What a flaw flips a switch of: the HTTP server's ``Behaviour`` or the consumer's.
 B = TypeVar("B", bound=Any)
@@ -34,6 +35,10 @@ class Flaw(Generic[B]):
 
     def apply(self, behaviour: B) -> B:
         return dataclasses.replace(behaviour, **self.switch)
+
+
+class FlawClash(ValueError):
+    """Flaws asked for together that cannot be: the message says which and why."""
 
 
 class UnknownFlaw(KeyError):
@@ -165,9 +170,57 @@ GET /charges/{id} is 404; or cut the PostgreSQL proxy while the handler runs.
 
 FLAWS: dict[str, Flaw[Behaviour]] = {flaw.name: flaw for flaw in _ALL}
 
+#: The server's flaws that flip no common switch and still cannot be switched on together,
+#: because one hides the other from any client: each pair with the reason.  (Two flaws that
+#: flip one switch, check-then-insert and insert-after-work, contradict each other outright.)
+_NEEDS_THE_CLIENTS_KEY = ("no-body-hash", "key-only", "short-ttl", "check-then-insert",
+                          "insert-after-work", "stuck-after-crash", "split-commit",
+                          "no-tenant-scope", "no-fencing")
+CANNOT_COMBINE: dict[frozenset[str], str] = {
+    **{frozenset({"server-generated-key", other}):
+       f"server-generated-key makes up a fresh key for every request, so {other}, which needs "
+       "the client's key seen twice, can never show" for other in _NEEDS_THE_CLIENTS_KEY},
+    frozenset({"stuck-after-crash", "no-fencing"}):
+        "stuck-after-crash never lets a retry take an expired lease over, so no-fencing (a "
+        "late original committing after a takeover) can never show",
+}
+
 
 def get_flaw(name: str) -> Flaw[Behaviour]:
     try:
         return FLAWS[name]
     except KeyError:
         raise UnknownFlaw(name) from None
+
+
+def flaws_named(names: Sequence[str]) -> list[Flaw[Behaviour]]:
+    """The server's flaws by name, checked to combine (``UnknownFlaw``, ``FlawClash``)."""
+    return combine([get_flaw(name) for name in names])
+
+
+def combine(flaws: Sequence[Flaw[B]], *,
+            cannot: Mapping[frozenset[str], str] = CANNOT_COMBINE) -> list[Flaw[B]]:
+    """``flaws`` without repeats, or ``FlawClash`` when two of them contradict (they flip one
+    switch differently) or one hides the other (``cannot``)."""
+    chosen: list[Flaw[B]] = []
+    for flaw in flaws:
+        if flaw in chosen:
+            continue
+        for other in chosen:
+            common = [switch for switch in flaw.switch if switch in other.switch
+                      and flaw.switch[switch] != other.switch[switch]]
+            if common:
+                raise FlawClash(f"flaws {other.name} and {flaw.name} cannot be combined: both "
+                                f"set {', '.join(common)}, each its own way; choose one")
+            why = cannot.get(frozenset({flaw.name, other.name}))
+            if why is not None:
+                raise FlawClash(f"flaws {other.name} and {flaw.name} cannot be combined: {why}")
+        chosen.append(flaw)
+    return chosen
+
+
+def with_flaws(behaviour: B, flaws: Sequence[Flaw[B]]) -> B:
+    """``behaviour`` with every one of ``flaws`` switched on (``combine`` them first)."""
+    for flaw in flaws:
+        behaviour = flaw.apply(behaviour)
+    return behaviour

@@ -17,7 +17,14 @@ import pytest
 from harness._errors import HarnessError, ServiceUnavailable
 from harness._gate._runs import TargetRun
 from harness._gate._skips import skip_at_item
-from harness.explore import Exploration, ExploreConfig, explore, render_story, replay_line
+from harness.explore import (
+    Exploration,
+    ExploreConfig,
+    explore,
+    render_story,
+    replay_line,
+    story_heading,
+)
 from harness.reports import ReportDirectory
 
 __all__ = ["ExploreFailed", "ExploreItem"]
@@ -60,14 +67,17 @@ class ExploreItem(pytest.Item):
         if not isinstance(error, ExploreFailed):
             return str(super().repr_failure(excinfo, style))
         done = error.exploration
-        outcome = done.result.outcomes[0]
-        lines = [f"idem-harness: explore against {self.run.target.name}: {outcome.verdict} "
-                 f"(seed {done.result.seed}; report in {self.run.report_dir / 'explore'})"]
-        if outcome.reason:
-            lines.append(f"  {outcome.reason}")
-        lines += [f"{f.property} {f.klass}: {f.message}" for f in outcome.findings]
-        if done.story is not None:
-            lines += ["", render_story(done.story, replay_line=replay_line(done.story_path))]
+        lines = [f"idem-harness: explore against {self.run.target.name}: "
+                 f"{done.result.verdict} (seed {done.result.seed}; report in "
+                 f"{self.run.report_dir / 'explore'})"]
+        for outcome in done.result.outcomes:
+            if outcome.reason:
+                lines.append(f"  {outcome.reason}")
+            lines += [f"{f.property} {f.klass}: {f.message}" for f in outcome.findings]
+        for number, (story, path) in enumerate(zip(done.stories, done.story_paths,
+                                                       strict=True), 1):
+            lines += ["", render_story(story, replay_line=replay_line(path),
+                                       heading=story_heading(story, number, len(done.stories)))]
         return "\n".join(lines)
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -25,9 +25,11 @@ from harness.explore import (
     render_story,
     replay,
     replay_line,
+    story_heading,
 )
 from harness.reports import ConsoleReport, ReportDirectory
 from harness.targets._loader import saved_target
+from harness.targets._reference import FlawNames
 
 __all__ = ["EXAMPLES_DIR", "example_database", "explore_command", "replay_command"]
 
@@ -54,7 +56,7 @@ def _saved_examples(database: Path) -> int:
     return sum(1 for entry in database.rglob("*") if entry.is_file())
 
 
-def _target(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
+def _target(target_file: str | None, reference: bool, store: str | None, flaw: FlawNames,
             reference_consumer: bool) -> Target:
     """The target the options name: a file, the reference server, or the reference consumer
     (``--store`` and ``--flaw`` apply to either reference)."""
@@ -104,7 +106,7 @@ _REFERENCE_CONSUMER = click.option(
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def explore_command(target_file: str | None, reference: bool, store: str | None,
-                    flaw: str | None, allow_remote: bool, reference_consumer: bool,
+                    flaw: tuple[str, ...], allow_remote: bool, reference_consumer: bool,
                     max_examples: int | None, seed: int | None, report_dir: Path | None,
                     shrink_time: float, retry_horizon: float, fresh: bool,
                     trust_moved_clock: bool, no_opening: bool, quiet: bool) -> None:
@@ -138,12 +140,10 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
     numbers = done.result.extra["explore"]
     assert isinstance(numbers, dict)
     stopped = done.result.stopped_by
-    if done.story is not None:
-        heading = ("" if done.story.shrunk else
-                   "Failing story, not shrunk to the end (the exploration was stopped):")
-        click.echo(render_story(done.story, replay_line=replay_line(done.story_path),
-                                heading=heading))
-    elif stopped is None:
+    for number, (story, path) in enumerate(zip(done.stories, done.story_paths, strict=True), 1):
+        click.echo(render_story(story, replay_line=replay_line(path),
+                                heading=story_heading(story, number, len(done.stories))))
+    if not done.stories and stopped is None:
         sent = "requests" if "requests" in numbers else "publishes"
         click.echo(f"No story failed: {numbers['examples']} examples, {numbers['steps']} steps, "
                    f"{numbers[sent]} {sent} (their history is in {report_dir}).")
@@ -167,7 +167,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def replay_command(story_file: Path, target_file: str | None, reference: bool,
-                   store: str | None, flaw: str | None, allow_remote: bool,
+                   store: str | None, flaw: tuple[str, ...], allow_remote: bool,
                    reference_consumer: bool, report_dir: Path | None, retry_horizon: float,
                    trust_moved_clock: bool, quiet: bool) -> None:
     """Run a saved story again, against its own target or the one given, and judge it

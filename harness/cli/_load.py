@@ -70,7 +70,7 @@ def _database_of(dsn: str) -> str:
 @click.option("--seed", type=int, default=None,
               help="seed for the chaos schedule and the request bodies")
 @translate_errors
-def load(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
+def load(target_file: str | None, reference: bool, store: str | None, flaw: tuple[str, ...],
          allow_remote: bool, servers: int, users: int | None, spawn_rate: float | None,
          duration: float | None, chaos: str, workers: int, listen: str | None, worker: bool,
          master: str | None, connect_timeout: float | None, request_timeout: float,

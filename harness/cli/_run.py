@@ -23,13 +23,13 @@ from harness.judging._findings import Finding, merge_verdicts
 from harness.reports import ConsoleReport, ReportDirectory, load_run
 from harness.services._postgres import PostgresServer, start_postgres
 from harness.targets._loader import load_target
-from harness.targets._reference import reference_target
+from harness.targets._reference import FlawNames, reference_target
 
 __all__ = ["check", "jobs_option", "own_target", "run", "target_options", "verdict_changes"]
 
 
 def choose_target(target_file: str | None, reference: bool, store: str | None,
-                  flaw: str | None) -> Target:
+                  flaw: FlawNames) -> Target:
     if bool(target_file) == reference:
         raise UsageError("give exactly one of --target FILE and --reference")
     if not reference and (store or flaw):
@@ -49,7 +49,7 @@ def jobs_option(command: F) -> F:
              f"[default: twice the cores, at most 8: {default_jobs()} here]")(command)
 
 
-def own_target(target: Target, *, reference: bool, store: str | None, flaw: str | None,
+def own_target(target: Target, *, reference: bool, store: str | None, flaw: FlawNames,
                postgres: PostgresServer | None) -> Callable[[str], Target] | None:
     """How to give a scenario that needs the whole target an instance with a store of its
     own: the reference server on SQLite keeps its store in the deployment's own directory; on
@@ -76,8 +76,9 @@ def target_options(command: F) -> F:
                      help="run against the built-in reference server"),
         click.option("--store", metavar="URL",
                      help="with --reference: sqlite:///PATH or postgresql://..."),
-        click.option("--flaw", metavar="NAME",
-                     help="with --reference: start the server with this named flaw"),
+        click.option("--flaw", metavar="NAME", multiple=True,
+                     help="with --reference: start the server with this named flaw (repeat "
+                          "for several at once)"),
         click.option("--allow-remote", is_flag=True,
                      help="allow a target outside loopback (127.0.0.1, ::1)"),
     ]):
@@ -103,7 +104,7 @@ def target_options(command: F) -> F:
                    "--flaw and --postgres apply to it as to --reference)")
 @jobs_option
 @translate_errors
-def run(target_file: str | None, reference: bool, store: str | None, flaw: str | None,
+def run(target_file: str | None, reference: bool, store: str | None, flaw: tuple[str, ...],
         allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
         seed: int | None, retry_horizon: float, postgres: bool, quiet: bool,
         reference_consumer: bool, jobs: int | None) -> None:

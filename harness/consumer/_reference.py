@@ -13,7 +13,7 @@ from harness._outcomes import RunResult
 from harness._scenario import Scenario
 from harness.consumer._target import ConsumerTarget
 from harness.targets._loader import load_target
-from harness.targets._reference import check_flags
+from harness.targets._reference import FlawNames, check_flags, flaw_names, flaws_and_store
 
 __all__ = ["REFERENCE_CONSUMER", "reference_consumer_name", "reference_consumer_target",
            "run_reference_consumer"]
@@ -21,7 +21,7 @@ __all__ = ["REFERENCE_CONSUMER", "reference_consumer_name", "reference_consumer_
 REFERENCE_CONSUMER = Path(__file__).parent / "targets" / "reference-consumer.toml"
 
 
-def reference_consumer_target(*, store: str | None, flaw: str | None) -> ConsumerTarget:
+def reference_consumer_target(*, store: str | None, flaw: FlawNames) -> ConsumerTarget:
     """The reference consumer's target file, on ``store`` (default: SQLite in the run's work
     directory) and with ``flaw``.  Several consumers share the store, so a PostgreSQL store is
     one database they all open."""
@@ -31,25 +31,24 @@ def reference_consumer_target(*, store: str | None, flaw: str | None) -> Consume
     args: list[str] = []
     if store:
         args += ["--store", store]
-    if flaw:
-        args += ["--flaw", flaw]
+    for name in flaw_names(flaw):
+        args += ["--flaw", name]
     named = target.model_copy(update={"name": reference_consumer_name(store=store, flaw=flaw)})
     return named.with_start_args(args) if args else named  # type: ignore[return-value]
 
 
-def _check_consumer_flags(*, store: str | None, flaw: str | None) -> None:
-    from reference_server.consumer.flaws import get_consumer_flaw
+def _check_consumer_flags(*, store: str | None, flaw: FlawNames) -> None:
+    from reference_server.consumer.flaws import consumer_flaws_named
 
-    check_flags(store=store, flaw=flaw, lookup=get_consumer_flaw)
+    check_flags(store=store, flaw=flaw, combine=consumer_flaws_named)
 
 
-def reference_consumer_name(*, store: str | None, flaw: str | None) -> str:
-    kind = "PostgreSQL" if store and store.startswith("postgres") else "SQLite"
-    return f"reference-consumer ({f'flaw {flaw}' if flaw else 'correct'}, {kind})"
+def reference_consumer_name(*, store: str | None, flaw: FlawNames) -> str:
+    return f"reference-consumer ({flaws_and_store(store=store, flaw=flaw)})"
 
 
 def run_reference_consumer(scenarios: Sequence[Scenario], *, other_target: bool,
-                           store: str | None, flaw: str | None, postgres: bool,
+                           store: str | None, flaw: FlawNames, postgres: bool,
                            report_dir: Path, seed: int | None, retry_horizon: float,
                            quiet: bool) -> RunResult:
     """``idem-harness run --reference-consumer``: the reference consumer on SQLite (or the

@@ -1,4 +1,4 @@
-"""The explorer: Hypothesis draws stories against a target, and a failing one is shrunk.
+"""The explorer: Hypothesis draws stories against a target; each failing one is shrunk and kept.
 
 Stories of requests, retries, reused keys, bursts, faults, clock jumps and crashes; the checker
 judges each after every step, and a failing story is shrunk to its shortest form, printed, saved
@@ -22,7 +22,7 @@ from harness.explore._explorer import (
 from harness.explore._keys import KeyPlan
 from harness.explore._replay import Replay, ReplayConfig, replay
 from harness.explore._report import replay_line
-from harness.explore._story import Story, StoryStep, load_story, render_story
+from harness.explore._story import Story, StoryStep, load_story, render_story, story_heading
 from harness.explore._validity import problems_with
 
 __all__ = [
@@ -43,4 +43,5 @@ __all__ = [
     "render_story",
     "replay",
     "replay_line",
+    "story_heading",
 ]

@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -45,6 +45,7 @@ from harness._outcomes import (
     RunResult,
     RunStarted,
     ScenarioFinished,
+    ScenarioOutcome,
     ScenarioStarted,
     Step,
 )
@@ -54,12 +55,24 @@ from harness._target import Target
 from harness.explore._failure import Failure
 from harness.explore._front_protocol import Front
 from harness.explore._fronts import front_for
-from harness.explore._minimise import EnoughShrinking, drop_steps, enough, shrink_deadline
-from harness.explore._opening import tell_opening
+from harness.explore._minimise import (
+    SHRINK_SLACK,
+    EnoughShrinking,
+    drop_steps,
+    enough,
+    shrink_deadline,
+)
+from harness.explore._opening import opening_stories, tell
 from harness.explore._real_time import DEFER_REAL_TIME
-from harness.explore._report import outcome_of, replay_line
+from harness.explore._report import outcome_name, outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
-from harness.explore._story import Provenance, Story, failure_story, save_story
+from harness.explore._story import (
+    Provenance,
+    Story,
+    clear_stories,
+    failure_story,
+    save_story,
+)
 from harness.explore._story_session import (
     ConfirmedLate,
     StoryFailed,
@@ -67,6 +80,7 @@ from harness.explore._story_session import (
     TargetLost,
     emitter,
 )
+from harness.judging._findings import klass_of
 from harness.services._toxiproxy import ToxiproxyServer
 
 __all__ = [
@@ -109,18 +123,30 @@ class ExploreConfig:
 
 @dataclass(frozen=True)
 class Exploration:
-    """The run result every report renders, and the shortest failing story if one failed."""
+    """The run result every report renders, and each kept failure's story (safety first)
+    with the file it was saved to."""
 
     result: RunResult
-    story: Story[Any] | None
-    story_path: Path | None
+    stories: tuple[Story[Any], ...] = ()
+    story_paths: tuple[Path | None, ...] = ()
+
+    @property
+    def story(self) -> Story[Any] | None:
+        """The first story (the worst failure), if one failed."""
+        return self.stories[0] if self.stories else None
+
+    @property
+    def story_path(self) -> Path | None:
+        return self.story_paths[0] if self.story_paths else None
 
 
-def hypothesis_settings(config: ExploreConfig) -> settings:
-    """The exploration's Hypothesis settings: the ``ci`` profile under CI, quiet, no deadline
-    (a target's answer takes what it takes), shrinking from the first failure on (looking on
-    for other failures would cost as long again as finding the first did; the shortest story
-    wins whatever it breaks), and no explain phase (the story explains)."""
+def hypothesis_settings(config: ExploreConfig, *, max_examples: int | None = None,
+                        reuse: bool = True) -> settings:
+    """A search's Hypothesis settings: the ``ci`` profile under CI, quiet, no deadline
+    (a target's answer takes what it takes), shrinking from the first failure on (the
+    explorer keeps it and starts the next search for failures of other kinds with what is left
+    of the budget, ``max_examples``), the failing examples of earlier explorations replayed
+    only by the first search (``reuse``), and no explain phase (the story explains)."""
     if config.max_examples < 1:
         raise UsageError("--max-examples must be at least 1")
     ci = in_ci()
@@ -128,7 +154,7 @@ def hypothesis_settings(config: ExploreConfig) -> settings:
                 if config.database is not None and not ci else None)
     return settings(
         settings.get_profile("ci" if ci else "default"),
-        max_examples=config.max_examples,
+        max_examples=max_examples or config.max_examples,
         stateful_step_count=config.steps,
         database=database,
         deadline=None,
@@ -136,7 +162,8 @@ def hypothesis_settings(config: ExploreConfig) -> settings:
         verbosity=Verbosity.quiet,
         print_blob=False,
         report_multiple_bugs=False,
-        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+        phases=((Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink) if reuse
+                else (Phase.explicit, Phase.generate, Phase.shrink)),
     )
 
 
@@ -162,12 +189,13 @@ def _shrinking_budget(seconds: float) -> Iterator[None]:
         engine.MAX_SHRINKING_SECONDS = saved
 
 
-def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConfig) -> None:
-    """Let Hypothesis draw, judge and shrink; the machine's session keeps the stories that
-    failed."""
+def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConfig, *,
+            max_examples: int, reuse: bool) -> None:
+    """Let Hypothesis draw, judge and shrink, until a story fails or ``max_examples`` are
+    drawn; the machine's session keeps the stories that failed."""
 
     try:
-        _hypothesis_run(machine, seed, config)
+        _hypothesis_run(machine, seed, config, max_examples=max_examples, reuse=reuse)
     except* EnoughShrinking:
         pass  # shrinking no longer paid: the session holds the shortest story so far
     except* ConfirmedLate:
@@ -185,14 +213,15 @@ def _search(machine: type[RuleBasedStateMachine], seed: int, config: ExploreConf
 
 
 def _hypothesis_run(machine: type[RuleBasedStateMachine], seed: int,
-                    config: ExploreConfig) -> None:
+                    config: ExploreConfig, *, max_examples: int, reuse: bool) -> None:
     """Hypothesis's run of the machine.  A signal may land inside Hypothesis's own bookkeeping
     (reading the test's source for its database key), where its ``Interrupted`` turns into
     another error as Hypothesis fails on its half-made state: the user still asked to stop."""
     try:
         with _shrinking_budget(config.shrink_seconds):
             run_state_machine_as_test(hypothesis_seed(seed)(machine),
-                                      settings=hypothesis_settings(config))
+                                      settings=hypothesis_settings(
+                                          config, max_examples=max_examples, reuse=reuse))
     except Exception:
         raise_if_interrupted()
         raise
@@ -204,15 +233,134 @@ def _stop_if_enough(session: StorySession[Any, Any], limit: float) -> None:
         raise EnoughShrinking
 
 
+def _round_seed(seed: int, search: int) -> int:
+    """The seed of an exploration's ``search``-th Hypothesis search: the seed itself first,
+    then one derived from it, so a seed still draws the same searches and each search draws
+    other stories than the last (which ended at the failure it found)."""
+    return seed if search == 0 else random.Random(f"{seed}/search {search}").randrange(2**32)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A failure the exploration keeps, shortened, with when its hunt first saw it (examples
+    and seconds from the exploration's start) and whether its shortening ran to the end."""
+
+    failure: Failure[Any]
+    examples: int
+    seconds: float
+    shrunk: bool = True
+
+
 @dataclass
 class _Search:
     """What an exploration found, however far it got."""
 
     session: StorySession[Any, Any] | None = None
-    best: Failure[Any] | None = None
+    kept: list[Kept] = field(default_factory=list)
     runs: int = 0
-    shrunk: bool = False  # Hypothesis's shrinking and the dropping of steps both ended
     stopped: Interrupted | None = None
+
+
+class _Hunter:
+    """One exploration's hunts: each failure it finds is shortened and kept, and the search
+    goes on for failures of other kinds (``_distinct``) within the same budget."""
+
+    def __init__(self, config: ExploreConfig, front: Front, deployment: Any,
+                 emit: Callable[[RunEvent], None], found: _Search) -> None:
+        self.config, self.front, self.deployment, self.emit = config, front, deployment, emit
+        self.found = found
+        self.extra_runs = 0  # examples played by the sessions that drop steps
+        session = front.session(deployment, config,
+                                listener=lambda event: emit(Step(EXPLORER.name, event)),
+                                progress=lambda phase, n: emit(Progress(
+                                    EXPLORER.name, phase, n + self.extra_runs)))
+        self.session = found.session = session
+        front.prepare(session)
+        session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
+        session.defer_real_time = DEFER_REAL_TIME
+        self.machine = front.machine_for(session)
+
+    def run(self, seed: int) -> None:
+        """The opening, then Hypothesis's searches until the budget is spent, then the stories
+        that waited for a telling in real time."""
+        session = self.session
+        if self.config.opening:
+            for story in opening_stories(cast(Any, self.machine)):
+                session.hunt()
+                if tell(cast(Any, self.machine), story) or session.best is not None:
+                    self._keep_hunted()
+                self._keep_aside()
+        opened = session.drawn
+        search = 0
+        while session.drawn - opened < self.config.max_examples:
+            session.hunt()
+            before = session.drawn
+            _search(self.machine, _round_seed(seed, search), self.config,
+                    max_examples=self.config.max_examples - (session.drawn - opened),
+                    reuse=search == 0)
+            search += 1
+            if session.best is None and not session.tell_pending():
+                break  # the budget ran out with nothing new; what waited is told
+            self._keep_hunted()
+            self._keep_aside()
+            if session.drawn == before:
+                break  # Hypothesis drew nothing more: its search space is spent
+        session.hunt()
+        while session.tell_pending():
+            self._keep_hunted()
+            self._keep_aside()
+            session.hunt()
+
+    def _keep_hunted(self) -> None:
+        """Shorten the hunt's failure (Hypothesis shrank it; drop steps) and keep it."""
+        session = self.session
+        best = session.best
+        if best is None:
+            return
+        deadline = shrink_deadline(session, limit=self.config.shrink_seconds)
+        self._keep(self._shortened(best, deadline), self._sighted())
+
+    def _keep_aside(self) -> None:
+        """Shorten and keep each failure met while another was hunted, in its own turn."""
+        session = self.session
+        while (failure := session.ledger.next_aside()) is not None:
+            session.hunt(failure.new)
+            deadline = time.monotonic() + min(self.config.shrink_seconds, SHRINK_SLACK)
+            self._keep(self._shortened(failure, deadline), self._sighted(failure))
+
+    def _sighted(self, failure: Failure[Any] | None = None) -> tuple[int, float]:
+        """When the hunt first saw its failure: examples and seconds from the start."""
+        session = self.session
+        if failure is None and session.hunt_found is not None:
+            examples, seconds = session.hunt_found
+            return examples, session.hunt_started - session.started + seconds
+        return session.examples, time.monotonic() - session.started
+
+    def _shortened(self, failure: Failure[Any], deadline: float | None) -> Failure[Any] | None:
+        """``failure`` with steps dropped before ``deadline``, told in real time if only a
+        moved clock showed it (None: real time did not confirm it)."""
+        session = self.session
+        last = session
+        if deadline is not None:
+            runs = session.examples + self.extra_runs
+            dropping = self.front.session(
+                self.deployment, self.config,
+                progress=lambda phase, n: self.emit(Progress(EXPLORER.name, phase, runs + n)),
+                phase="minimising", confirm=False)
+            dropping.ledger = session.ledger
+            dropping.hunt(failure.new)
+            dropping.confirmed = session.confirmed
+            failure = drop_steps(dropping, failure, deadline=deadline)
+            self.extra_runs += dropping.examples
+            last = dropping
+        return last.reportable(failure)
+
+    def _keep(self, failure: Failure[Any] | None, sighted: tuple[int, float]) -> None:
+        if failure is None:
+            return
+        self.session.ledger.keep(failure)
+        self.found.kept.append(Kept(failure, *sighted))
+        self.found.runs = self.session.examples + self.extra_runs
 
 
 def _run_search(config: ExploreConfig, front: Front, seed: int, deployment: Any,
@@ -220,44 +368,19 @@ def _run_search(config: ExploreConfig, front: Front, seed: int, deployment: Any,
     """Draw, shrink and drop steps, filling ``found`` as it goes so an interruption at any
     moment leaves what was found so far."""
     emit(ScenarioStarted(EXPLORER.name, 0, 1))
-    session = front.session(deployment, config,
-                            listener=lambda event: emit(Step(EXPLORER.name, event)),
-                            progress=lambda phase, n: emit(Progress(EXPLORER.name, phase, n)))
-    found.session = session
-    front.prepare(session)
-    session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
-    session.defer_real_time = DEFER_REAL_TIME
-    machine = front.machine_for(session)
-    # the opening first (``_opening``); a story of it that fails is as short as a drawn one
-    # would shrink to, and Hypothesis does not draw
-    if not (config.opening and tell_opening(cast(Any, machine))):
-        _search(machine, seed, config)
-    if session.best is None:
-        session.tell_pending()  # the budget ran out first: what waited is told now
-    session.leave_pending("a story that needs no moved clock failed first")
-    found.best, found.runs = session.best, session.examples
-    deadline = shrink_deadline(session, limit=config.shrink_seconds)
-    last = session
-    if found.best is not None and deadline is not None:
-        runs = found.runs
-        dropping = front.session(deployment, config,
-                                 progress=lambda phase, n: emit(
-                                     Progress(EXPLORER.name, phase, runs + n)),
-                                 phase="minimising", confirm=False)
-        dropping.confirmed = session.confirmed
-        found.best = drop_steps(dropping, found.best, deadline=deadline)
-        found.runs += dropping.examples
-        last = dropping
-    found.best = last.reportable(found.best)
-    found.shrunk = True
+    hunter = _Hunter(config, front, deployment, emit, found)
+    hunter.run(seed)
+    found.runs = hunter.session.examples + hunter.extra_runs
 
 
 def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Exploration:
-    """Explore ``config.target`` and report the shortest failing story (or that none failed).
+    """Explore ``config.target`` and report every distinct failing story, each shortened (or
+    that none failed).
 
     Interrupted (SIGINT, SIGTERM) at any moment, it still reports, marked incomplete: the
-    finding if one was made, with its story as far as shrinking got; the last files are
-    written with the signals held back, so a second Ctrl-C cannot leave them half-done."""
+    failures kept so far, and the one being shortened with its story as far as shrinking got;
+    the last files are written with the signals held back, so a second Ctrl-C cannot leave
+    them half-done."""
     seed = _seed(config)
     front = front_for(config.target)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -275,11 +398,7 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     except Interrupted as stop:  # the target is stopped; report what was found, incomplete
         interruption_handled()
         found.stopped = stop
-        session = found.session
-        if session is not None and found.best is None:
-            found.best, found.runs = session.best, session.examples
-        if found.best is not None and found.best.moved_clock:
-            found.best = session.confirmed if session is not None else None
+        _keep_unfinished(found)
     with signals_deferred() as held:
         exploration = _report(config, front, seed, started_at, time.monotonic() - clock, found,
                               emit)
@@ -291,6 +410,23 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     return exploration
 
 
+def _keep_unfinished(found: _Search) -> None:
+    """After an interruption: the failure being shortened, as far as it got (a story only a
+    moved clock showed is kept only as the story real time confirmed)."""
+    session = found.session
+    if session is None:
+        return
+    found.runs = max(found.runs, session.examples)
+    best = session.best
+    if best is not None and best.moved_clock:
+        best = session.confirmed
+    if best is None or any(k.failure.new & best.new for k in found.kept):
+        return
+    examples, seconds = session.hunt_found or (session.examples, 0.0)
+    found.kept.append(Kept(best, examples, session.hunt_started - session.started + seconds,
+                           shrunk=False))
+
+
 def _sighting(session: StorySession[Any, Any] | None) -> dict[str, float] | None:
     """When a moved clock first showed a finding, which a real-time telling then had to
     confirm (or not): the time to the first failure had the moved clock been trusted."""
@@ -300,43 +436,78 @@ def _sighting(session: StorySession[Any, Any] | None) -> dict[str, float] | None
     return {"examples": examples, "seconds": round(seconds, 3)}
 
 
+def _in_report_order(kept: Sequence[Kept]) -> list[Kept]:
+    """Safety first, then by property, each in the order it was found."""
+    def order(k: Kept) -> tuple[bool, int]:
+        first = next(iter(sorted(k.failure.new or k.failure.kinds,
+                                 key=lambda kind: int(kind.property[1:]))), None)
+        if first is None:
+            return True, 99
+        return klass_of(first.property) != "safety", int(first.property[1:])
+    return sorted(kept, key=order)
+
+
 def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, seconds: float,
             found: _Search, emit: Callable[[RunEvent], None]) -> Exploration:
-    """The exploration as a run result, told to every handler, with its story saved."""
-    session, best = found.session, found.best
-    first = session.first_failure if session is not None else None
-    provenance = Provenance(seed, *first, found.runs, seconds) if first is not None else None
-    story = (failure_story(best, target=config.target, found=provenance,
-                           shrunk=found.shrunk)
-             if best is not None and provenance is not None else None)
-    story_path = save_story(story, config.report_dir) if story is not None else None
-    kept = session.kept if session is not None else []
-    outcome = outcome_of(best, undecided=session.undecided if session is not None else [],
-                         seconds=seconds, story_path=story_path, kept=kept,
-                         notes=session.moved_clock if session is not None else (),
-                         summary=front.tally(session.summaries if session is not None else []))
+    """The exploration as a run result, told to every handler: one outcome per kept failure
+    (safety first), each with its own story saved and its own replay line; one outcome with
+    every example's history when none failed."""
+    session = found.session
+    kept_events = session.kept if session is not None else []
+    notes = session.moved_clock if session is not None else ()
+    summary = front.tally(session.summaries if session is not None else [])
+    undecided = session.undecided if session is not None else []
+    stories: list[Story[Any]] = []
+    paths: list[Path | None] = []
+    outcomes: list[ScenarioOutcome] = []
+    clear_stories(config.report_dir)
+    for number, k in enumerate(_in_report_order(found.kept), 1):
+        provenance = Provenance(seed, k.examples, k.seconds, found.runs, seconds)
+        story = failure_story(k.failure, target=config.target, found=provenance,
+                              shrunk=k.shrunk)
+        path = save_story(story, config.report_dir, number=number)
+        stories.append(story)
+        paths.append(path)
+        outcomes.append(outcome_of(k.failure, undecided=[], seconds=seconds, story_path=path,
+                                   name=outcome_name(number),
+                                   notes=notes if number == 1 else ()))
+    if not outcomes:
+        outcomes.append(outcome_of(None, undecided=undecided, seconds=seconds, story_path=None,
+                                   kept=kept_events, notes=notes, summary=summary))
+    first = stories[0] if stories else None
     extra: dict[str, object] = {"explore": {
         "seed": seed, "max_examples": config.max_examples, "runs": found.runs,
         "examples": session.examples if session is not None else 0,
         "steps": session.steps if session is not None else 0,
-        **front.sent(kept),
-        "found": story is not None,
-        "shrunk": found.shrunk if story is not None else None,
-        "examples_to_failure": story.examples if story else None,
-        "seconds_to_failure": story.seconds if story else None,
-        "operations": story.operations if story else None,
-        "property": story.property if story else None,
-        "story": str(story_path) if story_path else None,
-        "replay": replay_line(story_path),
+        **front.sent(kept_events),
+        "found": first is not None,
+        "shrunk": first.shrunk if first else None,
+        "examples_to_failure": first.examples if first else None,
+        "seconds_to_failure": first.seconds if first else None,
+        "operations": first.operations if first else None,
+        "property": first.property if first else None,
+        "story": str(paths[0]) if paths and paths[0] else None,
+        "replay": replay_line(paths[0] if paths else None),
+        "failures": [_failure_line(story, path) for story, path in zip(stories, paths,
+                                                                        strict=True)],
         "confirmed_in_real_time": session.confirmations if session is not None else 0,
         "first_seen_with_a_moved_clock": _sighting(session),
         "not_drawn": dict(session.not_drawn) if session is not None else {},
     }}
     stopped = found.stopped
-    result = RunResult(config.target, (outcome,), seed, started_at, config.report_dir,
+    result = RunResult(config.target, tuple(outcomes), seed, started_at, config.report_dir,
                        config.retry_horizon, seconds, stopped is None, extra,
                        planned=(EXPLORER.name,),
                        stopped_by=stopped.signal_name if stopped is not None else None)
-    emit(ScenarioFinished(outcome, result))
+    for outcome in outcomes:
+        emit(ScenarioFinished(outcome, result))
     emit(RunFinished(result))
-    return Exploration(result, story, story_path)
+    return Exploration(result, tuple(stories), tuple(paths))
+
+
+def _failure_line(story: Story[Any], path: Path | None) -> dict[str, object]:
+    """One kept failure in results.json: what broke, how, where its story is."""
+    return {"property": story.property, "kinds": story.kinds, "properties": story.properties,
+            "examples_to_failure": story.examples, "seconds_to_failure": story.seconds,
+            "operations": story.operations, "shrunk": story.shrunk,
+            "story": str(path) if path else None, "replay": replay_line(path)}

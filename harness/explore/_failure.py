@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Generic
 
 from harness._history import Event
+from harness.explore._distinct import Kind, kinds_of
 from harness.explore._steps import A, StepRecord
 from harness.judging._checker import CheckResult
 from harness.judging._findings import Finding
@@ -32,12 +33,24 @@ class Failure(Generic[A]):
     error: str | None
     sequence: int
     moved_clock: bool = False
+    new: frozenset[Kind] = frozenset()
 
     @property
     def broken(self) -> str | None:
-        """The property it breaks first (safety first), if a finding failed it."""
+        """The property it breaks first (safety first) among the kinds it is kept for, if a
+        finding failed it."""
         findings = self.failing_findings
-        return findings[0].property if findings else None
+        wanted = [f for f in findings if (f.property, f.mechanism) in self.new] or findings
+        return wanted[0].property if wanted else None
+
+    @property
+    def kinds(self) -> frozenset[Kind]:
+        """Every kind its findings show."""
+        return kinds_of(self.failing_findings)
+
+    def shows(self, wanted: frozenset[Kind]) -> bool:
+        """Does it show one of the ``wanted`` kinds (a harness error shows none)?"""
+        return bool(self.kinds & wanted)
 
     @property
     def failing_findings(self) -> list[Finding]:

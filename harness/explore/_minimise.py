@@ -1,6 +1,7 @@
 """When shrinking stops paying, and its last pass: drop one drawn step at a time.
 
-A step is dropped while the story still breaks the same property.
+A step is dropped while the story still shows a kind it is kept for (``Failure.new``: the
+same property, broken the same way).
 
 Every attempt at a shorter story is a whole story against a real server, so shrinking is worth
 its time only while stories get shorter.  It stops (``enough``) when the story has the fewest
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from harness.explore._actions import Clock, FaultOff, FaultOn
@@ -65,11 +67,12 @@ def at_fewest(failure: Failure[Any], fewest: Mapping[str, int] = FEWEST_STEPS) -
 
 def shrink_deadline(session: StorySession[Any, Any], *, limit: float) -> float | None:
     """When (``time.monotonic``) shrinking and dropping steps must end: as long after the
-    first failure as the failure took to find, plus ``SHRINK_SLACK``, at most ``limit``."""
-    if session.first_failure is None:
+    hunt's first failure as the failure took to find, plus ``SHRINK_SLACK``, at most
+    ``limit``."""
+    if session.hunt_found is None:
         return None
-    found_after = session.first_failure[1]
-    return session.started + found_after + min(limit, found_after + SHRINK_SLACK)
+    found_after = session.hunt_found[1]
+    return session.hunt_started + found_after + min(limit, found_after + SHRINK_SLACK)
 
 
 def enough(session: StorySession[Any, Any], *, limit: float,
@@ -79,13 +82,13 @@ def enough(session: StorySession[Any, Any], *, limit: float,
     straight for shorter stories, has the rest.  ``fewest``: the front end's
     ``StorySession.fewest_steps``."""
     best, deadline = session.best, shrink_deadline(session, limit=limit)
-    if best is None or deadline is None or session.first_failure is None:
+    if best is None or deadline is None or session.hunt_found is None:
         return None
     if at_fewest(best, fewest):
         return "minimal"
     if session.examples - session.improved_at >= STALL_ATTEMPTS:
         return "stalled"
-    found = session.started + session.first_failure[1]
+    found = session.hunt_started + session.hunt_found[1]
     return "time" if time.monotonic() >= found + HYPOTHESIS_SHARE * (deadline - found) else None
 
 
@@ -114,15 +117,17 @@ def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
     the story of only the steps the checker cited (failing that, of every step of the keys
     they are about and the jumps among them), then that story ``tidied`` (each tried once
     even past the deadline), then runs of steps, halving their length down to single steps,
-    last run first; every drop after which the same property still
-    breaks is kept, and the passes repeat until one drops nothing."""
-    wanted = failure.broken
+    last run first; every drop after which the story still shows a kind ``failure`` is kept
+    for is kept, and the passes repeat until one drops nothing."""
+    wanted = failure.new or failure.kinds
     fewest = session.fewest_steps
-    if wanted is None or at_fewest(failure, fewest):
+    if not wanted or at_fewest(failure, fewest):
         return failure
     drawn = [s for s in failure.steps if not s.settle and s.action is not None]
     actions = [s.action for s in drawn if s.action is not None]
-    evidence = failure.failing_findings[0].events
+    findings = failure.failing_findings
+    evidence = next((f.events for f in findings if (f.property, f.mechanism) in wanted),
+                    findings[0].events if findings else ())
     cited_steps = {s.number for s in drawn if any(s.holds(i) for i in evidence)}
     cited = [s.action for s in drawn if s.action is not None and s.number in cited_steps]
     # the keys the cited steps are about, with every step of theirs and the clock jumps among
@@ -140,8 +145,8 @@ def drop_steps(session: StorySession[A, Any], failure: Failure[A], *,
                 or at_fewest(best, fewest) or session.problems_with(candidate)):
             return False
         found = session.play(candidate).failure
-        if found and wanted in {f.property for f in found.failing_findings}:
-            best = found
+        if found and found.shows(wanted):
+            best = replace(found, new=wanted & found.kinds)
             return True
         return False
 

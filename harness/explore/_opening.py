@@ -10,9 +10,10 @@ rule, and a story of a request, a jump and a retry can take dozens of examples t
 
 Each story is told through the same state machine as a drawn one (its operations, the invariant
 after every step, its teardown), so it is judged, kept and reported alike; only the stories
-whose operations the machine has for its target are told.  A story that fails ends the opening
-and the drawing: the explorer shortens it by dropping steps, as it does a story Hypothesis
-cannot shrink.
+whose operations the machine has for its target are told.  Every story is told, whatever
+failed before it: a story that fails is a failure of its own (the explorer shortens it by
+dropping steps, as it does a story Hypothesis cannot shrink, and keeps it), and the opening
+goes on; a story that only shows what a kept failure showed fails nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 
 from harness.explore._story_session import ConfirmedLate, StoryFailed
 
-__all__ = ["Move", "Opening", "tell_opening"]
+__all__ = ["Move", "Opening", "opening_stories", "tell"]
 
 
 @dataclass(frozen=True)
@@ -57,16 +58,13 @@ class _MachineClass(Protocol):
     def __call__(self) -> _Example: ...
 
 
-def tell_opening(machine: _MachineClass) -> bool:
-    """Tell each of ``machine``'s opening stories it has the operations for, until one fails;
-    whether one did (the session holds it)."""
-    for story in machine.opening:
-        if {move.operation for move in story} <= machine.operations and _failed(machine, story):
-            return True
-    return False
+def opening_stories(machine: _MachineClass) -> list[Opening]:
+    """``machine``'s opening stories that it has the operations for, in order."""
+    return [story for story in machine.opening
+            if {move.operation for move in story} <= machine.operations]
 
 
-def _failed(machine: _MachineClass, story: Sequence[Move]) -> bool:
+def tell(machine: _MachineClass, story: Sequence[Move]) -> bool:
     """Tell ``story`` as Hypothesis runs an example: the invariant after every step, the
     teardown (which judges the settled story and raises if it failed) at the end."""
     example = machine()

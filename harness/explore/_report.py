@@ -19,7 +19,12 @@ from harness.explore._scenario import EXPLORER
 from harness.judging._checker import PROPERTIES, CheckResult, PropertyResult
 from harness.judging._findings import Note, Verdict
 
-__all__ = ["outcome_of", "replay_line"]
+__all__ = ["outcome_name", "outcome_of", "replay_line"]
+
+
+def outcome_name(number: int) -> str:
+    """The ``number``-th kept failure's outcome: ``explore``, then ``explore-2``..."""
+    return EXPLORER.name if number == 1 else f"{EXPLORER.name}-{number}"
 
 
 def replay_line(story_path: Path | None) -> str:

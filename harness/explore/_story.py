@@ -26,6 +26,7 @@ from harness._errors import UsageError
 from harness._history import Event
 from harness._target import Target
 from harness.explore._actions import Action
+from harness.explore._distinct import Kind, label
 from harness.explore._failure import Failure
 from harness.explore._steps import StepRecord
 from harness.judging._analysis import Identity
@@ -34,8 +35,21 @@ from harness.judging._findings import Finding, klass_of
 from harness.reports import write_atomic
 from harness.targets._loader import saved_target
 
-__all__ = ["FORMAT", "Front", "Provenance", "Story", "StoryStep", "failure_story", "load_story",
-           "render_story", "save_story", "story_of"]
+__all__ = [
+    "FORMAT",
+    "Front",
+    "Provenance",
+    "Story",
+    "StoryStep",
+    "clear_stories",
+    "failure_story",
+    "load_story",
+    "render_story",
+    "save_story",
+    "story_file",
+    "story_heading",
+    "story_of",
+]
 
 FORMAT = "idem-harness-story"
 #: Whose actions a story's steps are: an HTTP service's, or a queue consumer's.
@@ -76,6 +90,9 @@ class Story(BaseModel, Generic[_Action]):
     total_seconds: float = 0.0
     property: str | None = None
     properties: list[str] = []
+    #: The kinds (property and mechanism, ``_distinct``) it is kept for: what makes it a
+    #: failure of its own beside the exploration's others.
+    kinds: list[str] = []
     message: str = ""
     target: str
     target_definition: dict[str, Any] | None = None
@@ -154,7 +171,8 @@ class Provenance:
 
 def story_of(steps: Sequence[StepRecord[Any]], check: CheckResult | None, *, target: Target,
              found: Provenance, broke_at: int | None = None, error: str | None = None,
-             events: Sequence[Event] = (), shrunk: bool = True) -> Story[Any]:
+             events: Sequence[Event] = (), shrunk: bool = True,
+             kinds: Sequence[Kind] = ()) -> Story[Any]:
     """The story of ``steps``, judged by ``check`` (or stopped by ``error``); ``events`` (its
     history) gives the charges it ended with.  A queue consumer's story says so (``front``),
     so that ``load_story`` reads its actions in the consumer's vocabulary."""
@@ -169,7 +187,7 @@ def story_of(steps: Sequence[StepRecord[Any]], check: CheckResult | None, *, tar
         runs=found.runs, total_seconds=round(found.total_seconds, 3),
         property=first.property if first else None,
         properties=sorted({f.property for f in findings}, key=lambda p: int(p[1:])),
-        message=message, target=target.name,
+        kinds=label(kinds).split(", ") if kinds else [], message=message, target=target.name,
         target_definition=target.model_dump(mode="json"),
         broke_at=broke_at, evidence=_evidence(first, steps),
         operations=sum(1 for s in steps if not s.settle), keys=_legend(steps),
@@ -184,14 +202,31 @@ def failure_story(failure: Failure[Any], *, target: Target, found: Provenance,
                   shrunk: bool = True) -> Story[Any]:
     return story_of(failure.steps, failure.check, target=target, found=found,
                     broke_at=failure.broke_at, error=failure.error, events=failure.events,
-                    shrunk=shrunk)
+                    shrunk=shrunk, kinds=tuple(failure.new or failure.kinds))
 
 
-def save_story(story: Story[Any], report_dir: Path | None) -> Path | None:
-    """Write ``story`` as the report directory's ``story.json``; where it went, if anywhere."""
+def story_file(number: int = 1) -> str:
+    """The ``number``-th story's file name: ``story.json``, then ``story-2.json``..."""
+    return "story.json" if number == 1 else f"story-{number}.json"
+
+
+def clear_stories(report_dir: Path | None) -> None:
+    """Remove the story files an earlier exploration left in ``report_dir``: a directory
+    given again must not show another run's failures beside this one's."""
+    if report_dir is None:
+        return
+    for path in report_dir.glob("story*.json"):
+        if path.name == "story.json" or path.name.removeprefix("story-").removesuffix(
+                ".json").isdigit():
+            path.unlink(missing_ok=True)
+
+
+def save_story(story: Story[Any], report_dir: Path | None, *, number: int = 1) -> Path | None:
+    """Write ``story`` as the report directory's ``number``-th story file (``story_file``);
+    where it went, if anywhere."""
     if report_dir is None:
         return None
-    path = report_dir / "story.json"
+    path = report_dir / story_file(number)
     write_atomic(path, story.to_json())
     return path
 
@@ -248,6 +283,20 @@ def _listing(numbers: Sequence[int]) -> str:
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
 
 
+def story_heading(story: Story[Any], number: int, of: int) -> str:
+    """The line above the ``number``-th of ``of`` stories an exploration kept: which failure it
+    is, how it was found, and whether shrinking ran to its end (empty: the usual heading)."""
+    if of == 1 and story.shrunk:
+        return ""
+    found = (f"found after {_plural(story.examples, 'example')} in {story.seconds:.1f} s, "
+             f"seed {story.seed}")
+    which = f"Failure {number} of {of}" + (f" ({', '.join(story.kinds)})" if story.kinds else "")
+    shape = (f"shortest story ({_plural(story.operations, 'step')})" if story.shrunk else
+             f"story ({_plural(story.operations, 'step')}), not shrunk to the end (the "
+             "exploration was stopped)")
+    return f"{which}, {shape}, {found}:"
+
+
 def render_story(story: Story[Any], *, replay_line: str = "", heading: str = "") -> str:
     """The story as Hypothesis would print it: the steps, then what broke and where."""
     found = (f"found after {_plural(story.examples, 'example')} in {story.seconds:.1f} s, "
@@ -276,6 +325,8 @@ def render_story(story: Story[Any], *, replay_line: str = "", heading: str = "")
         others = [p for p in story.properties if p != story.property]
         if others:
             lines.append(f"Also broken: {', '.join(others)}.")
+        if story.kinds:
+            lines.append(f"A failure of its own as: {', '.join(story.kinds)}.")
         if story.evidence:
             lines.append(f"The steps that mattered: {_listing(story.evidence)} (the checker's "
                          "evidence).")

@@ -18,13 +18,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from harness._errors import HarnessError
 from harness._history import Event, History
 from harness._interrupts import raise_if_interrupted
 from harness._outcomes import Handler, RunEvent
+from harness.explore._distinct import Kind, kinds_of
 from harness.explore._failure import Failure
 from harness.explore._real_time import (
     MAX_CONFIRMATIONS,
@@ -36,8 +37,8 @@ from harness.explore._steps import A, StepRecord
 from harness.judging._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness.judging._findings import Finding, Note
 
-__all__ = ["ConfirmedLate", "StoryFailed", "StorySession", "StoryWorld", "TargetLost",
-           "emitter"]
+__all__ = ["ConfirmedLate", "Ledger", "StoryFailed", "StorySession", "StoryWorld",
+           "TargetLost", "emitter"]
 
 
 def emitter(handlers: Sequence[Handler]) -> Callable[[RunEvent], None]:
@@ -72,11 +73,55 @@ class StoryFailed(Exception):
     ``HarnessError``: it never leaves the explorer."""
 
 
-#: One class per property, for the property a story breaks first (safety first).
-_BROKEN: dict[str, type[StoryFailed]] = {
-    pid: type(f"{pid}Broken", (StoryFailed,), {"__doc__": f"A story broke {pid}."})
-    for pid in PROPERTIES.ids()
-}
+#: One class per kind a story is hunted for (``_broken``), made when first needed.
+_BROKEN: dict[str, type[StoryFailed]] = {}
+
+
+def _broken(failure: Failure[Any]) -> type[StoryFailed]:
+    """The exception class for ``failure``: one per property and mechanism it is kept for, so
+    that Hypothesis, which tells failures apart by class, shrinks each kind on its own."""
+    findings = [f for f in failure.failing_findings if (f.property, f.mechanism) in failure.new]
+    if not findings:
+        return StoryFailed
+    name = f"{findings[0].property}Broken[{findings[0].mechanism}]"
+    if name not in _BROKEN:
+        _BROKEN[name] = type(name, (StoryFailed,), {"__doc__": f"A story broke {name}."})
+    return _BROKEN[name]
+
+
+@dataclass
+class Ledger:
+    """What one exploration has kept, shared by every session it makes (drawing, dropping
+    steps): the kinds its kept failures show, whose variants fail no example any more, and
+    failures of new kinds met while another was hunted, each waiting for its own turn."""
+
+    known: set[Kind] = field(default_factory=set)
+    aside: list[Failure[Any]] = field(default_factory=list)
+
+    def new_kinds(self, findings: Sequence[Finding]) -> frozenset[Kind]:
+        return kinds_of(findings) - self.known
+
+    def set_aside(self, failure: Failure[Any]) -> None:
+        """Keep ``failure`` for later, unless a failure set aside already shows its new kinds
+        in fewer steps."""
+        for n, other in enumerate(self.aside):
+            if other.new == failure.new:
+                if failure.operations < other.operations:
+                    self.aside[n] = failure
+                return
+        self.aside.append(failure)
+
+    def next_aside(self) -> Failure[Any] | None:
+        """The next failure set aside that still shows a kind no kept failure shows."""
+        while self.aside:
+            failure = self.aside.pop(0)
+            fresh = failure.new - self.known
+            if fresh:
+                return replace(failure, new=fresh)
+        return None
+
+    def keep(self, failure: Failure[Any]) -> None:
+        self.known |= failure.kinds | failure.new
 
 
 class StoryWorld(Protocol[A]):
@@ -123,9 +168,16 @@ class StorySession(ABC, Generic[A, W]):
     counts, and every example's history (``kept``), so a run in which nothing failed still
     shows what it sent.
 
-    ``phase`` is ``drawing`` until the first failure, then ``shrinking`` (``minimising`` for
-    the session that drops steps); ``progress`` hears it and the example count as each example
-    starts, and ``enough``, asked at the same moment, may stop the search (it raises).
+    A session hunts one failure at a time (``hunt``): the first story that shows a kind
+    (``_distinct``) the ``ledger`` does not know sets what is hunted, and only stories that
+    show one of those kinds fail an example from then on (Hypothesis shrinks them); a story of
+    another new kind met meanwhile is set aside in the ledger for its own turn, and one whose
+    kinds are all known (a variant of a kept failure) fails nothing.
+
+    ``phase`` is ``drawing`` until the hunt's first failure, then ``shrinking``
+    (``minimising`` for the session that drops steps); ``progress`` hears it and the example
+    count as each example starts, and ``enough``, asked at the same moment, may stop the
+    search (it raises).
 
     A finding seen only with a moved clock (``CheckResult.unconfirmed``) fails no example by
     itself: at the example's end the story is told again without the jumps it needs
@@ -163,7 +215,21 @@ class StorySession(ABC, Generic[A, W]):
         self.examples = 0
         self.steps = 0  # drawn steps performed, over every example
         self.improved_at = 0  # the example that last made the shortest story shorter
+        #: The exploration's first failure (examples, seconds), whatever was hunted.
         self.first_failure: tuple[int, float] | None = None
+        #: The kept failures' kinds and the failures set aside, shared with the sessions
+        #: that shorten them.
+        self.ledger = Ledger()
+        #: The kinds this hunt shrinks (None: the next new kind sets them).
+        self.hunted: frozenset[Kind] | None = None
+        self.hunt_started = self.started
+        #: The hunt's first failure (examples, seconds since the hunt started).
+        self.hunt_found: tuple[int, float] | None = None
+        #: Examples begun while drawing (not shrinking, not told again): the budget's count.
+        self.drawn = 0
+        #: Kinds a story told in real time broke again: a moved clock's story of one of them
+        #: fails an example at once (``_judged``).
+        self.confirmed_kinds: set[Kind] = set()
         #: When a moved clock first showed a finding before any story failed (examples,
         #: seconds): the first failure, had the moved clock been trusted, before the
         #: real-time telling confirmed it.
@@ -231,9 +297,22 @@ class StorySession(ABC, Generic[A, W]):
         if self.enough is not None:
             self.enough(self)
         self.examples += 1
+        if self.phase == "drawing":
+            self.drawn += 1
         if self.progress is not None:
             self.progress(self.phase, self.examples)
         return self._world()
+
+    def hunt(self, kinds: frozenset[Kind] | None = None) -> None:
+        """Start hunting the next failure: of ``kinds`` (a failure set aside, shortened), or
+        of whatever new kind a story shows first (None)."""
+        self.hunted = kinds
+        self.best = None
+        self.hunt_found = None
+        self.hunt_started = time.monotonic()
+        self.improved_at = self.examples
+        if self.phase == "shrinking":
+            self.phase = "drawing"
 
     def _world(self) -> W:
         try:
@@ -308,10 +387,9 @@ class StorySession(ABC, Generic[A, W]):
         if world.failure is None and world.doubted and not self._telling:
             self._confirm(world)
         failure = world.failure
-        if failure is not None:
+        if failure is not None and self._hunting(failure):
             findings = failure.failing_findings
-            broken = _BROKEN[findings[0].property] if findings else StoryFailed
-            raise broken(failure.error or "; ".join(f.message for f in findings))
+            raise _broken(failure)(failure.error or "; ".join(f.message for f in findings))
         if self.phase == "drawing" and not self._telling and self.tell_pending(
                 lambda made: self.examples - made >= self.defer_real_time):
             raise ConfirmedLate("a story told in real time broke its property again")
@@ -331,22 +409,28 @@ class StorySession(ABC, Generic[A, W]):
         self.undecided += [f"{pid}: {r.reason}" for pid, r in result.results.items()
                            if r.verdict == "unknown" and r.reason]
 
+    def _hunting(self, failure: Failure[A]) -> bool:
+        """Is ``failure`` of the kinds this hunt shrinks (a harness error always is)?"""
+        return self.hunted is None or not failure.new or bool(failure.new & self.hunted)
+
     def _judged(self, world: W, result: CheckResult, properties: tuple[str, ...],
                 events: Sequence[Event], *, broke_at: int | None) -> None:
-        """A verdict on the story so far: a finding fails it; a finding seen only with a
-        moved clock fails it only for a property already confirmed, and is otherwise kept for
-        the telling at the example's end.  If it will be told, the example performs no more
+        """A verdict on the story so far: a finding of a kind no kept failure shows fails it
+        (kinds already kept are variants, and the story goes on); a finding seen only with a
+        moved clock fails it only for a kind already confirmed, and is otherwise kept for the
+        telling at the example's end.  If it will be told, the example performs no more
         steps: they came after the finding, and would only delay its telling."""
-        if result.findings:
+        if self.ledger.new_kinds(result.findings):
             self._fail(world, result, properties, events, broke_at=broke_at)
             return
-        if not result.unconfirmed:
+        doubted = [f for f in result.unconfirmed if self.ledger.new_kinds([f])]
+        if not doubted:
             return
-        confirmed = self.confirmed.broken if self.confirmed is not None else None
-        if confirmed in {f.property for f in result.unconfirmed}:
-            self._fail(world, result, properties, events, broke_at=broke_at, moved_clock=True)
+        if kinds_of(doubted) & self.confirmed_kinds:
+            self._fail(world, replace(result, unconfirmed=doubted), properties, events,
+                       broke_at=broke_at, moved_clock=True)
         elif not world.doubted:
-            world.doubted = list(result.unconfirmed)
+            world.doubted = doubted
             if self.first_sighting is None and self.first_failure is None:
                 self.first_sighting = (self.examples, time.monotonic() - self.started)
             if not self._telling and self._will_tell(world):
@@ -376,6 +460,8 @@ class StorySession(ABC, Generic[A, W]):
         and ``best`` holds it)."""
         while self._pending and due(self._pending[0][0]):
             _, world = self._pending.pop(0)
+            if not self.ledger.new_kinds(world.doubted):
+                continue  # a kept failure shows its kinds already: nothing to confirm
             self._in_real_time(world)
             if world.failure is not None:
                 return True
@@ -462,6 +548,7 @@ class StorySession(ABC, Generic[A, W]):
                 or not doubted & {f.property for f in failure.failing_findings}):
             return False
         self.confirmed = failure
+        self.confirmed_kinds |= failure.kinds
         self._fail(world, None, tuple(PROPERTIES.ids()), world.history.events(), broke_at=None,
                    moved_clock=True, doubted=world.doubted)
         return True
@@ -509,15 +596,24 @@ class StorySession(ABC, Generic[A, W]):
               doubted: Sequence[Finding] = ()) -> None:
         """Keep the failing story as it stands now; the steps drawn after it change nothing."""
         self._failures += 1
-        if self.first_failure is None:
-            self.first_failure = (self.examples, time.monotonic() - self.started)
-            if self.phase == "drawing":
-                self.phase = "shrinking"
         if result is None and doubted:
             result = CheckResult({}, [], [], list(doubted))
         failure = Failure(tuple(world.steps), tuple(events) or world.history.events(), result,
                           properties, broke_at, error, self._failures, moved_clock)
+        failure = replace(failure, new=self.ledger.new_kinds(failure.failing_findings))
         world.failure = failure
+        if self.hunted is None:
+            self.hunted = failure.new
+        if not self._hunting(failure):
+            self.ledger.set_aside(failure)  # its own turn comes once this hunt is over
+            return
+        now = time.monotonic()
+        if self.first_failure is None:
+            self.first_failure = (self.examples, now - self.started)
+        if self.hunt_found is None:
+            self.hunt_found = (self.examples, now - self.hunt_started)
+            if self.phase == "drawing":
+                self.phase = "shrinking"
         if self.best is None or failure.operations < self.best.operations:
             self.improved_at = self.examples
         if self.best is None or failure.rank < self.best.rank:
@@ -536,7 +632,6 @@ class StorySession(ABC, Generic[A, W]):
             if actions is None:
                 continue
             told = self._tell(actions).failure
-            if (told is not None and not told.moved_clock
-                    and best.broken in {f.property for f in told.failing_findings}):
+            if told is not None and not told.moved_clock and told.shows(best.new or best.kinds):
                 return told
         return self.confirmed

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -119,14 +119,24 @@ class StorySection:
     steps: tuple[StoryStep, ...]
     #: What each key ended with once every client had settled: (its name, its charges).
     charges: tuple[tuple[str, str], ...] = ()
+    #: What makes it a failure of its own beside an exploration's others (``P9 stuck``...).
+    kinds: tuple[str, ...] = ()
+    #: The file it was read from (``story.json``, ``story-2.json``...).
+    file: str = "story.json"
 
 
 @dataclass(frozen=True)
 class Sections:
     matrix: MatrixSection | None = None
     load: LoadSection | None = None
-    story: StorySection | None = None
+    #: Every story an exploration kept, in its order (``story.json``, ``story-2.json``...).
+    stories: tuple[StorySection, ...] = ()
     problems: tuple[str, ...] = ()
+
+    @property
+    def story(self) -> StorySection | None:
+        """The first story (the exploration's worst failure), if any."""
+        return self.stories[0] if self.stories else None
 
 
 def read_sections(directory: Path) -> Sections:
@@ -134,20 +144,39 @@ def read_sections(directory: Path) -> Sections:
     readers: dict[str, Callable[[Any], object]] = {
         "matrix": lambda data: parse_matrix(data, directory),
         "load": parse_load,
-        "story": parse_story,
     }
     found: dict[str, Any] = {}
     problems: list[str] = []
-    for name, parse in readers.items():
-        path = directory / f"{name}.json"
-        if not path.is_file():
-            continue
+
+    def read(path: Path, parse: Callable[[Any], object]) -> object | None:
         try:
-            found[name] = parse(json.loads(path.read_text(encoding="utf-8")))
+            return parse(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             problems.append(f"{path.name} could not be read ({type(exc).__name__}: {exc}); "
                             "run the command that wrote it again")
-    return Sections(found.get("matrix"), found.get("load"), found.get("story"), tuple(problems))
+            return None
+
+    for name, parse in readers.items():
+        path = directory / f"{name}.json"
+        if path.is_file():
+            found[name] = read(path, parse)
+    stories = []
+    for path in _story_files(directory):
+        story = read(path, parse_story)
+        if isinstance(story, StorySection):
+            stories.append(replace(story, file=path.name))
+    return Sections(found.get("matrix"), found.get("load"), tuple(stories), tuple(problems))
+
+
+def _story_files(directory: Path) -> list[Path]:
+    """``story.json``, then ``story-2.json``, ``story-3.json``... as long as they go on."""
+    files = []
+    number = 1
+    while (path := directory / ("story.json" if number == 1
+                                else f"story-{number}.json")).is_file():
+        files.append(path)
+        number += 1
+    return files
 
 
 def _text(value: Any) -> str:
@@ -278,4 +307,5 @@ def parse_story(data: Any) -> StorySection:
         steps=steps,
         charges=tuple((str(name), _text(count)) for name, count in
                       _object(story.get("charges", {}), "the story's charges").items()),
+        kinds=tuple(_text(k) for k in story.get("kinds", [])),
     )

@@ -6,7 +6,7 @@ this one function."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -15,10 +15,22 @@ from harness._errors import UsageError
 from harness._target import StoreProxy, Target
 from harness.targets._loader import BUILTIN_TARGETS, load_target
 
-__all__ = ["check_flags", "reference_name", "reference_options", "reference_target"]
+__all__ = ["FlawNames", "check_flags", "flaw_names", "flaws_and_store", "reference_name",
+           "reference_options", "reference_target"]
+
+#: The named flaws a reference is started with: one name, several (``--flaw a --flaw b``), or
+#: none.
+FlawNames = str | Sequence[str] | None
 
 
-def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -> Target:
+def flaw_names(flaw: FlawNames) -> tuple[str, ...]:
+    """``flaw`` as a tuple of names (empty: the correct reference)."""
+    if flaw is None:
+        return ()
+    return (flaw,) if isinstance(flaw, str) else tuple(flaw)
+
+
+def reference_target(*, store: str | None, flaw: FlawNames, servers: int = 1) -> Target:
     """The built-in reference target file, with the flags ``--reference`` passes on.
 
     A PostgreSQL store is reached through a Toxiproxy proxy of the harness's ([store_proxy]),
@@ -41,8 +53,8 @@ def reference_target(*, store: str | None, flaw: str | None, servers: int = 1) -
         store = urlunsplit(parts._replace(netloc=credentials + "{store_proxy}"))
     if store:
         args += ["--store", store]
-    if flaw:
-        args += ["--flaw", flaw]
+    for name in flaw_names(flaw):
+        args += ["--flaw", name]
     if servers > 1 and not store:
         raise UsageError("several reference server processes need a shared --store "
                          "(postgresql://... or sqlite:///PATH)")
@@ -59,12 +71,15 @@ def reference_options(target: Target) -> dict[str, Any] | None:
     builtin = (BUILTIN_TARGETS / "reference.toml").resolve()
     if start is None or not target.source or Path(target.source).resolve() != builtin:
         return None
-    flaw, store = None, ""
+    flaws: list[str] = []
+    store = ""
     for flag, value in zip(start.command, start.command[1:], strict=False):
         if flag == "--flaw":
-            flaw = value
+            flaws.append(value)
         elif flag == "--store":
             store = value
+    flaw: str | list[str] | None = (None if not flaws else flaws[0] if len(flaws) == 1
+                                    else flaws)
     return {"flaw": flaw, "store": "postgresql" if store.startswith("postgres") else "sqlite"}
 
 
@@ -75,26 +90,35 @@ _ENABLE_HINTS = {
 }
 
 
-def check_flags(*, store: str | None, flaw: str | None,
-                lookup: Callable[[str], object] | None = None) -> None:
-    """Refuse a bad --flaw or --store before Toxiproxy or the service starts; ``lookup``
-    finds a flaw by name (default the HTTP server's; the consumer passes its own)."""
-    from reference_server.flaws import UnknownFlaw, get_flaw
+def check_flags(*, store: str | None, flaw: FlawNames,
+                combine: Callable[[Sequence[str]], object] | None = None) -> None:
+    """Refuse a bad --flaw (unknown, or flaws that cannot be combined) or --store before
+    Toxiproxy or the service starts; ``combine`` checks the flaws by name (default the HTTP
+    server's; the consumer passes its own)."""
+    from reference_server.flaws import FlawClash, UnknownFlaw, flaws_named
     from reference_server.stores import StoreUrlError, check_store_url
 
     try:
-        if flaw is not None:
-            (lookup or get_flaw)(flaw)
+        (combine or flaws_named)(flaw_names(flaw))
         if store is not None:
             check_store_url(store)
     except UnknownFlaw as exc:
         raise UsageError(f"--flaw: {exc.args[0]}") from None
+    except FlawClash as exc:
+        raise UsageError(f"--flaw: {exc}") from None
     except StoreUrlError as exc:
         raise UsageError(f"--store: {exc}") from None
 
 
-def reference_name(*, store: str | None, flaw: str | None) -> str:
-    """What every report calls the server: which flaw it was started with, on which store, so
-    a page or a JUnit file says what was tested without the command line beside it."""
+def reference_name(*, store: str | None, flaw: FlawNames) -> str:
+    """What every report calls the server: which flaws it was started with, on which store,
+    so a page or a JUnit file says what was tested without the command line beside it."""
+    return f"reference-server ({flaws_and_store(store=store, flaw=flaw)})"
+
+
+def flaws_and_store(*, store: str | None, flaw: FlawNames) -> str:
+    """``flaw a + b, SQLite``: a reference's flaws (or ``correct``) and its kind of store."""
     kind = "PostgreSQL" if store and store.startswith("postgres") else "SQLite"
-    return f"reference-server ({f'flaw {flaw}' if flaw else 'correct'}, {kind})"
+    names = flaw_names(flaw)
+    shown = f"flaw{'s' if len(names) > 1 else ''} {' + '.join(names)}" if names else "correct"
+    return f"{shown}, {kind}"

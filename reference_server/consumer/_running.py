@@ -28,7 +28,8 @@ from reference_server.consumer._broker import BrokerUnreachable, QueueConsumer
 from reference_server.consumer._events import EventLog
 from reference_server.consumer._settings import ConsumerSettings
 from reference_server.consumer._worker import Worker
-from reference_server.consumer.flaws import get_consumer_flaw
+from reference_server.consumer.flaws import consumer_flaws_named
+from reference_server.flaws import with_flaws
 from reference_server.stores import StoreUnavailable, store_from_url
 
 __all__ = ["STARTUP_FAILED", "run_consumer"]
@@ -45,8 +46,7 @@ class _AdminServer(uvicorn.Server):
 
 
 async def _serve(settings: ConsumerSettings) -> None:
-    flaw = None if settings.flaw is None else get_consumer_flaw(settings.flaw)
-    behaviour = CORRECT if flaw is None else flaw.apply(CORRECT)
+    behaviour = with_flaws(CORRECT, consumer_flaws_named(settings.flaws))
     store = store_from_url(settings.store_url)
     clock = ServerClock(store, adjustable=settings.test_clock)
     cleanup = CleanupJob(store, clock, retention=behaviour.retention(settings.retention),
@@ -66,7 +66,7 @@ async def _serve(settings: ConsumerSettings) -> None:
             "role": "consumer",
             "pid": os.getpid(),
             "store": store.kind,
-            "flaw": settings.flaw,
+            "flaw": " + ".join(settings.flaws) or None,
             "queue": settings.queue,
             "dead_letter_queue": settings.dead_letters,
             "dedup_header": settings.dedup_header,

@@ -32,7 +32,7 @@ class ConsumerSettings:
     admin_port: int | None = None
     test_clock: bool = False
     test_faults: bool = False
-    flaw: str | None = None
+    flaws: tuple[str, ...] = ()  # named flaws switched on together (``flaws.combine``)
     log_level: str = "info"
 
     @property

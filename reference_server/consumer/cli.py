@@ -13,10 +13,10 @@ import click
 
 from harness.services._network import is_loopback
 from reference_server._durations import Duration
-from reference_server._options import checked_flaw
+from reference_server._options import checked_flaws
 from reference_server.consumer._running import run_consumer
 from reference_server.consumer._settings import ConsumerSettings
-from reference_server.consumer.flaws import CONSUMER_FLAWS, get_consumer_flaw
+from reference_server.consumer.flaws import CONSUMER_FLAWS, consumer_flaws_named
 from reference_server.stores import StoreUrlError, check_store_url
 
 __all__ = ["consume"]
@@ -97,15 +97,16 @@ def _check_amqp_url(url: str, allow_remote: bool) -> None:
               help="Let POST /_admin/clock/advance move the consumer's clock.")
 @click.option("--test-faults", is_flag=True,
               help="Honour the X-Test-Pause and X-Test-Fault message headers.")
-@click.option("--flaw", metavar="NAME", callback=checked_flaw(get_consumer_flaw),
-              help=f"Run with one named flaw: {', '.join(CONSUMER_FLAWS)}.")
+@click.option("--flaw", "flaws", metavar="NAME", multiple=True,
+              callback=checked_flaws(consumer_flaws_named),
+              help=f"Run with a named flaw (repeat for several): {', '.join(CONSUMER_FLAWS)}.")
 @click.option("--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True)
 def consume(
     amqp_url: str, queue: str, dead_letter_queue: str | None, allow_remote: bool,
     store_url: str | None, dedup_header: str, prefetch: int, lease: float, retention: float,
     max_attempts: int, requeue_delay: float, cleanup_interval: float, work_delay_ms: int,
     heartbeat: float, connect_timeout: float, admin_port: int | None, test_clock: bool,
-    test_faults: bool, flaw: str | None, log_level: str,
+    test_faults: bool, flaws: tuple[str, ...], log_level: str,
 ) -> None:
     """Run the reference consumer: charge messages from a queue, deduplicated by their key."""
     _check_amqp_url(amqp_url, allow_remote)
@@ -138,6 +139,6 @@ def consume(
         admin_port=admin_port,
         test_clock=test_clock,
         test_faults=test_faults,
-        flaw=flaw,
+        flaws=flaws,
         log_level=log_level,
     ))

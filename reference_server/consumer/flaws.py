@@ -7,12 +7,14 @@ whose first line is the story a report tells.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeAlias
 
 from reference_server.consumer._behaviour import ConsumerBehaviour
-from reference_server.flaws import Flaw, UnknownFlaw
+from reference_server.flaws import Flaw, UnknownFlaw, combine
 
-__all__ = ["CONSUMER_FLAWS", "ConsumerFlaw", "UnknownConsumerFlaw", "get_consumer_flaw"]
+__all__ = ["CONSUMER_CANNOT_COMBINE", "CONSUMER_FLAWS", "ConsumerFlaw", "UnknownConsumerFlaw",
+           "consumer_flaws_named", "get_consumer_flaw"]
 
 #: A consumer flaw is the HTTP server's kind of flaw, flipping a switch of ``ConsumerBehaviour``
 #: (a type only: a frozen, slotted generic dataclass cannot be called through its alias).
@@ -98,8 +100,23 @@ dead-letter queue stays empty.
 CONSUMER_FLAWS: dict[str, ConsumerFlaw] = {flaw.name: flaw for flaw in _ALL}
 
 
+#: Consumer flaws that flip no common switch and still cannot be switched on together, because
+#: one hides the other: without any dedup every copy runs, whatever key or window it uses.
+CONSUMER_CANNOT_COMBINE: dict[frozenset[str], str] = {
+    frozenset({"no-dedup", other}):
+        f"no-dedup runs every copy, so {other}, a dedup that goes wrong, can never show"
+    for other in ("message-id-only", "short-dedup-window")
+}
+
+
 def get_consumer_flaw(name: str) -> ConsumerFlaw:
     try:
         return CONSUMER_FLAWS[name]
     except KeyError:
         raise UnknownConsumerFlaw(name) from None
+
+
+def consumer_flaws_named(names: Sequence[str]) -> list[ConsumerFlaw]:
+    """The consumer's flaws by name, checked to combine (``UnknownFlaw``, ``FlawClash``)."""
+    return combine([get_consumer_flaw(name) for name in names],
+                   cannot=CONSUMER_CANNOT_COMBINE)
