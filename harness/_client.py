@@ -71,8 +71,10 @@ class Client(Protocol):
 
 
 def _printable(value: str) -> bool:
-    """Visible ASCII and spaces: what an HTTP client library agrees to put in a header."""
-    return all(" " <= character <= "~" or character == "\t" for character in value)
+    """Visible ASCII with spaces inside it: what an HTTP client library agrees to put in a
+    header (h11 refuses a value that starts or ends with whitespace)."""
+    return value == value.strip(" \t") and all(" " <= character <= "~" or character == "\t"
+                                                for character in value)
 
 
 def encode_key(key: str, syntax: str) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from harness._errors import UsageError
+from harness._parallel import default_jobs
 from harness._profiles import get_profile, in_ci
 from harness._target import Target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
@@ -25,6 +26,7 @@ from harness.explore import (
     render_story,
     replay,
     replay_line,
+    searches_at_once,
     story_heading,
 )
 from harness.reports import ConsoleReport, ReportDirectory
@@ -103,13 +105,19 @@ _REFERENCE_CONSUMER = click.option(
 @click.option("--no-opening", is_flag=True,
               help="let Hypothesis draw from the first example, without first telling the "
                    "opening's shortest stories (a retry, a reuse, a burst...)")
+@click.option("--jobs", type=click.IntRange(1, 16), default=None, metavar="N",
+              help="searches at once, each on a target instance of its own with a seed "
+                   "derived from --seed, sharing the budget and the opening; findings merged  "
+                   f"[default: as for run, twice the cores, at most 8: {default_jobs()} here; "
+                   "one for a target the harness cannot start apart]")
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def explore_command(target_file: str | None, reference: bool, store: str | None,
                     flaw: tuple[str, ...], allow_remote: bool, reference_consumer: bool,
                     max_examples: int | None, seed: int | None, report_dir: Path | None,
                     shrink_time: float, retry_horizon: float, fresh: bool,
-                    trust_moved_clock: bool, no_opening: bool, quiet: bool) -> None:
+                    trust_moved_clock: bool, no_opening: bool, jobs: int | None,
+                    quiet: bool) -> None:
     """Let Hypothesis draw stories of requests, retries and faults (or, for a queue consumer,
     publishes, copies, republishes, lost acks, kills and restarts, stalls, clock jumps and
     poison messages); print and save the shortest failing one (exit 0 nothing failed, 1 a
@@ -135,7 +143,11 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
         retry_horizon=retry_horizon,
         trust_moved_clock=trust_moved_clock,
         opening=not no_opening,
+        jobs=jobs or default_jobs(),
     )
+    _, why = searches_at_once(target, config.jobs)
+    if jobs is not None and why is not None:
+        click.echo(f"explore: one search, not {jobs}: {why}", err=True)
     done = explore(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     numbers = done.result.extra["explore"]
     assert isinstance(numbers, dict)

@@ -27,6 +27,22 @@ __all__: list[str] = []
 QUEUE_PROPERTIES.summarise(queue_account)
 
 
+@QUEUE_PROPERTIES.exercises
+def exercised(view: View, options: CheckOptions) -> frozenset[str]:
+    """The properties a consumer's history gave something to judge: P1 and P2 an ordinary
+    message; P9 a kill or a lost connection; P10 a poison message (or a consumer that
+    exited); P11 a reading of the dedup table."""
+    queue = QueueView(view)
+    used: set[str] = {"P1", "P2"} if queue.ordinary() else set()
+    if queue.incidents():
+        used.add("P9")
+    if queue.poisoned() or view.exits:
+        used.add("P10")
+    if view.store_sizes:
+        used.add("P11")
+    return frozenset(used)
+
+
 def _promises(options: CheckOptions) -> ConsumerPromises:
     promises = options.promises
     return promises if isinstance(promises, ConsumerPromises) else ConsumerPromises()

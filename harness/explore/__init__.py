@@ -18,6 +18,7 @@ from harness.explore._explorer import (
     ExploreConfig,
     explore,
     hypothesis_settings,
+    searches_at_once,
 )
 from harness.explore._keys import KeyPlan
 from harness.explore._replay import Replay, ReplayConfig, replay
@@ -43,5 +44,6 @@ __all__ = [
     "render_story",
     "replay",
     "replay_line",
+    "searches_at_once",
     "story_heading",
 ]

@@ -13,6 +13,10 @@ no key, P6's horizon or P11's table, is a kind of its own).
 Two failures are distinct when one has a kind the other has not.  Variants of one flaw (other
 keys, other timings, another consequence on the same key) share their kinds and are one
 failure; two flaws never share a kind, since a kind is a property with a mechanism.
+
+A finding seen only with a moved clock fails nothing by itself, but it still tells its key's
+cause: a key whose firm finding is a lost outcome (P2) and whose finding seen with a moved
+clock is the other tenant's answer (P8) is a P8 key, not a P2 one.
 """
 
 from __future__ import annotations
@@ -46,12 +50,15 @@ def _rank(finding: Finding) -> int:
         PRECEDENCE)
 
 
-def kinds_of(findings: Iterable[Finding]) -> frozenset[Kind]:
-    """The kinds ``findings`` show: each key's cause (``PRECEDENCE``), and every finding about
-    no key as a kind of its own."""
+def kinds_of(findings: Iterable[Finding], doubted: Iterable[Finding] = ()) -> frozenset[Kind]:
+    """The kinds ``findings`` show: each of their keys' cause (``PRECEDENCE``), found among
+    ``findings`` and the ``doubted`` ones (seen only with a moved clock) of that key, and
+    every finding about no key as a kind of its own."""
+    firm = list(findings)
+    keys = {f.key for f in firm if f.key is not None}
     by_key: dict[str, Finding] = {}
     kinds: set[Kind] = set()
-    for finding in findings:
+    for finding in [*firm, *(d for d in doubted if d.key in keys)]:
         if finding.key is None:
             kinds.add(Kind(finding.property, finding.mechanism))
             continue

@@ -15,10 +15,12 @@ database under the state directory (``database``), so the next exploration tries
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -31,8 +33,10 @@ from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from harness._errors import UsageError
+from harness._history import Event
 from harness._interrupts import (
     Interrupted,
+    each_as_done,
     interruption_handled,
     raise_if_interrupted,
     signals_deferred,
@@ -75,13 +79,16 @@ from harness.explore._story import (
 )
 from harness.explore._story_session import (
     ConfirmedLate,
+    Decisions,
+    Ledger,
     StoryFailed,
     StorySession,
     TargetLost,
     emitter,
 )
 from harness.judging._findings import klass_of
-from harness.services._toxiproxy import ToxiproxyServer
+from harness.services._paths import state_dir
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
 __all__ = [
     "CI_SEED",
@@ -91,6 +98,7 @@ __all__ = [
     "ExploreConfig",
     "explore",
     "hypothesis_settings",
+    "searches_at_once",
 ]
 
 #: Steps per example: room for a story of several operations and faults, short enough that
@@ -119,6 +127,9 @@ class ExploreConfig:
     trust_moved_clock: bool = False
     #: Tell the opening's stories before Hypothesis draws (``_opening``).
     opening: bool = True
+    #: Searches at once, each on a target instance of its own with a seed of its own, the
+    #: budget and the opening shared between them (``searches_at_once``).
+    jobs: int = 1
 
 
 @dataclass(frozen=True)
@@ -253,39 +264,55 @@ class Kept:
 
 @dataclass
 class _Search:
-    """What an exploration found, however far it got."""
+    """What an exploration found, however far it got: each search's session (one, or one per
+    search run at once), the failures kept, and what stopped it."""
 
-    session: StorySession[Any, Any] | None = None
+    sessions: list[StorySession[Any, Any]] = field(default_factory=list)
+    hunters: list[_Hunter] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)
-    runs: int = 0
     stopped: Interrupted | None = None
+    ledger: Ledger = field(default_factory=Ledger)
+
+    @property
+    def runs(self) -> int:
+        """Every example played, shrinking and dropping steps included."""
+        return sum(h.session.examples + h.extra_runs for h in self.hunters)
 
 
 class _Hunter:
-    """One exploration's hunts: each failure it finds is shortened and kept, and the search
-    goes on for failures of other kinds (``_distinct``) within the same budget."""
+    """One search's hunts: each failure it finds is shortened and kept, and the search goes
+    on for failures of other kinds (``_distinct``) within its budget.  Searches run at once
+    share the exploration's ledger (what is kept is kept for all) and tell the opening's
+    stories between them (``share``: this search's place, and how many there are)."""
 
     def __init__(self, config: ExploreConfig, front: Front, deployment: Any,
-                 emit: Callable[[RunEvent], None], found: _Search) -> None:
+                 emit: Callable[[RunEvent], None], found: _Search, *,
+                 share: tuple[int, int] = (0, 1),
+                 shown: Callable[[int, int], int] = lambda search, n: n) -> None:
         self.config, self.front, self.deployment, self.emit = config, front, deployment, emit
         self.found = found
+        self.share = share
         self.extra_runs = 0  # examples played by the sessions that drop steps
         session = front.session(deployment, config,
                                 listener=lambda event: emit(Step(EXPLORER.name, event)),
                                 progress=lambda phase, n: emit(Progress(
-                                    EXPLORER.name, phase, n + self.extra_runs)))
-        self.session = found.session = session
+                                    EXPLORER.name, phase, shown(share[0], n + self.extra_runs))))
+        self.session = session
+        session.ledger = found.ledger
+        found.sessions.append(session)
+        found.hunters.append(self)
         front.prepare(session)
         session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
         session.defer_real_time = DEFER_REAL_TIME
         self.machine = front.machine_for(session)
 
     def run(self, seed: int) -> None:
-        """The opening, then Hypothesis's searches until the budget is spent, then the stories
-        that waited for a telling in real time."""
+        """The opening (this search's share of it), then Hypothesis's searches until the
+        budget is spent, then the stories that waited for a telling in real time."""
         session = self.session
         if self.config.opening:
-            for story in opening_stories(cast(Any, self.machine)):
+            place, searches = self.share
+            for story in opening_stories(cast(Any, self.machine))[place::searches]:
                 session.hunt()
                 if tell(cast(Any, self.machine), story) or session.best is not None:
                     self._keep_hunted()
@@ -295,9 +322,13 @@ class _Hunter:
         while session.drawn - opened < self.config.max_examples:
             session.hunt()
             before = session.drawn
-            _search(self.machine, _round_seed(seed, search), self.config,
-                    max_examples=self.config.max_examples - (session.drawn - opened),
-                    reuse=search == 0)
+            session.rejecting = True
+            try:
+                _search(self.machine, _round_seed(seed, search), self.config,
+                        max_examples=self.config.max_examples - (session.drawn - opened),
+                        reuse=search == 0)
+            finally:
+                session.rejecting = False
             search += 1
             if session.best is None and not session.tell_pending():
                 break  # the budget ran out with nothing new; what waited is told
@@ -356,21 +387,73 @@ class _Hunter:
         return last.reportable(failure)
 
     def _keep(self, failure: Failure[Any] | None, sighted: tuple[int, float]) -> None:
-        if failure is None:
-            return
-        self.session.ledger.keep(failure)
-        self.found.kept.append(Kept(failure, *sighted))
-        self.found.runs = self.session.examples + self.extra_runs
+        """Keep ``failure``, unless a search at once with this one kept its kinds first."""
+        if failure is not None and self.found.ledger.keep(failure):
+            self.found.kept.append(Kept(failure, *sighted))
 
 
-def _run_search(config: ExploreConfig, front: Front, seed: int, deployment: Any,
-                emit: Callable[[RunEvent], None], found: _Search) -> None:
+def _search_seed(seed: int, search: int) -> int:
+    """The seed of the ``search``-th of several searches at once: the given one first."""
+    return seed if search == 0 else random.Random(f"{seed}/job {search}").randrange(2**32)
+
+
+def _run_searches(config: ExploreConfig, front: Front, seed: int, jobs: int,
+                  started_at: str, emit: Callable[[RunEvent], None], found: _Search) -> None:
     """Draw, shrink and drop steps, filling ``found`` as it goes so an interruption at any
-    moment leaves what was found so far."""
-    emit(ScenarioStarted(EXPLORER.name, 0, 1))
-    hunter = _Hunter(config, front, deployment, emit, found)
-    hunter.run(seed)
-    found.runs = hunter.session.examples + hunter.extra_runs
+    moment leaves what was found so far: one search on one deployment, or ``jobs`` at once,
+    each on a deployment of its own with its own seed (``_search_seed``) and its share of the
+    budget and of the opening, sharing one Toxiproxy."""
+    with ExitStack() as stack:
+        toxiproxy = config.toxiproxy
+        if jobs > 1 and toxiproxy is None:
+            toxiproxy = stack.enter_context(start_toxiproxy(log_dir=_workdir(config,
+                                                                               started_at)))
+
+        def search(number: int) -> None:
+            files = (config.report_dir if jobs == 1
+                     else _workdir(config, started_at) / f"search-{number + 1}")
+            with front.deployed(config.target, command="explore", started_at=started_at,
+                                report_dir=files, allow_remote=config.allow_remote,
+                                toxiproxy=toxiproxy) as deployment:
+                if jobs == 1:  # started once its target is up, as a run is
+                    emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
+                    emit(ScenarioStarted(EXPLORER.name, 0, 1))
+                budget = replace(config, max_examples=-(-config.max_examples // jobs))
+                _Hunter(budget, front, deployment, emit, found, share=(number, jobs),
+                        shown=counted).run(_search_seed(seed, number))
+
+        shown: dict[int, int] = {}
+
+        def counted(number: int, examples: int) -> int:
+            shown[number] = examples
+            return sum(shown.values())
+
+        if jobs == 1:
+            search(0)
+            return
+        emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
+        emit(ScenarioStarted(EXPLORER.name, 0, 1))
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="search")
+        futures = [pool.submit(search, number) for number in range(jobs)]
+        try:
+            each_as_done(futures)
+            for future in futures:
+                future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _workdir(config: ExploreConfig, started_at: str) -> Path:
+    """Where an exploration's deployments keep their files: the report directory, or the
+    state directory."""
+    return config.report_dir or state_dir() / "explore" / started_at.replace(":", "")
+
+
+def searches_at_once(target: Target, jobs: int) -> tuple[int, str | None]:
+    """How many searches an exploration may run at once on ``target`` (each needs an instance
+    of its own), and why fewer than ``jobs`` if so."""
+    why = None if jobs == 1 else front_for(target).alone(target)
+    return (1, why) if why is not None else (jobs, None)
 
 
 def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Exploration:
@@ -383,57 +466,76 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     them half-done."""
     seed = _seed(config)
     front = front_for(config.target)
+    jobs, alone = searches_at_once(config.target, config.jobs)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
-    emit = emitter(handlers)
+    emit = _one_at_a_time(emitter(handlers))
     found = _Search()
     try:
-        with front.deployed(config.target, command="explore", started_at=started_at,
-                            report_dir=config.report_dir, allow_remote=config.allow_remote,
-                            toxiproxy=config.toxiproxy) as deployment:
-            emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
-            _run_search(config, front, seed, deployment, emit, found)
+        with _shrinking_budget(config.shrink_seconds):
+            _run_searches(config, front, seed, jobs, started_at, emit, found)
     except TargetLost as lost:
         raise lost.error from None
     except Interrupted as stop:  # the target is stopped; report what was found, incomplete
         interruption_handled()
         found.stopped = stop
         _keep_unfinished(found)
+    at_once: dict[str, object] = {"searches": jobs, "asked": config.jobs, "why_fewer": alone}
     with signals_deferred() as held:
         exploration = _report(config, front, seed, started_at, time.monotonic() - clock, found,
-                              emit)
+                              emit, at_once)
     late = held.pending
     if late is not None and found.stopped is None:  # stopped while the files were written
         found.stopped = late
         exploration = _report(config, front, seed, started_at, time.monotonic() - clock, found,
-                              emit)
+                              emit, at_once)
     return exploration
 
 
+def _one_at_a_time(emit: Callable[[RunEvent], None]) -> Callable[[RunEvent], None]:
+    """``emit`` for searches at once: the handlers hear one event at a time."""
+    lock = threading.Lock()
+
+    def locked(event: RunEvent) -> None:
+        with lock:
+            emit(event)
+
+    return locked
+
+
 def _keep_unfinished(found: _Search) -> None:
-    """After an interruption: the failure being shortened, as far as it got (a story only a
-    moved clock showed is kept only as the story real time confirmed)."""
-    session = found.session
-    if session is None:
-        return
-    found.runs = max(found.runs, session.examples)
-    best = session.best
-    if best is not None and best.moved_clock:
-        best = session.confirmed
-    if best is None or any(k.failure.new & best.new for k in found.kept):
-        return
-    examples, seconds = session.hunt_found or (session.examples, 0.0)
-    found.kept.append(Kept(best, examples, session.hunt_started - session.started + seconds,
-                           shrunk=False))
+    """After an interruption: each search's failure being shortened, as far as it got (a
+    story only a moved clock showed is kept only as the story real time confirmed)."""
+    for session in found.sessions:
+        best = session.best
+        if best is not None and best.moved_clock:
+            best = session.confirmed
+        if best is None or any(k.failure.new & best.new for k in found.kept):
+            continue
+        examples, seconds = session.hunt_found or (session.examples, 0.0)
+        found.kept.append(Kept(best, examples,
+                               session.hunt_started - session.started + seconds, shrunk=False))
 
 
-def _sighting(session: StorySession[Any, Any] | None) -> dict[str, float] | None:
+def _sighting(sessions: Sequence[StorySession[Any, Any]]) -> dict[str, float] | None:
     """When a moved clock first showed a finding, which a real-time telling then had to
     confirm (or not): the time to the first failure had the moved clock been trusted."""
-    if session is None or session.first_sighting is None:
+    seen = [s.first_sighting for s in sessions if s.first_sighting is not None]
+    if not seen:
         return None
-    examples, seconds = session.first_sighting
+    examples, seconds = min(seen, key=lambda sighting: sighting[1])
     return {"examples": examples, "seconds": round(seconds, 3)}
+
+
+def _histories(sessions: Sequence[StorySession[Any, Any]]) -> list[Event]:
+    """Every example's history of every search, numbered on as one history."""
+    events: list[Event] = []
+    op = 0
+    for session in sessions:
+        kept = session.kept
+        events += [replace(e, index=len(events) + e.index, op=op + e.op) for e in kept]
+        op += max((e.op for e in kept), default=-1) + 1
+    return events
 
 
 def _in_report_order(kept: Sequence[Kept]) -> list[Kept]:
@@ -448,15 +550,17 @@ def _in_report_order(kept: Sequence[Kept]) -> list[Kept]:
 
 
 def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, seconds: float,
-            found: _Search, emit: Callable[[RunEvent], None]) -> Exploration:
+            found: _Search, emit: Callable[[RunEvent], None],
+            at_once: dict[str, object]) -> Exploration:
     """The exploration as a run result, told to every handler: one outcome per kept failure
     (safety first), each with its own story saved and its own replay line; one outcome with
     every example's history when none failed."""
-    session = found.session
-    kept_events = session.kept if session is not None else []
-    notes = session.moved_clock if session is not None else ()
-    summary = front.tally(session.summaries if session is not None else [])
-    undecided = session.undecided if session is not None else []
+    sessions = found.sessions
+    kept_events = _histories(sessions)
+    decisions = Decisions.merged([s.decisions for s in sessions])
+    notes = [*(n for s in sessions for n in s.moved_clock), *decisions.not_run()]
+    summary = front.tally([t for s in sessions for t in s.summaries])
+    doubt = decisions.doubt()
     stories: list[Story[Any]] = []
     paths: list[Path | None] = []
     outcomes: list[ScenarioOutcome] = []
@@ -468,17 +572,17 @@ def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, sec
         path = save_story(story, config.report_dir, number=number)
         stories.append(story)
         paths.append(path)
-        outcomes.append(outcome_of(k.failure, undecided=[], seconds=seconds, story_path=path,
+        outcomes.append(outcome_of(k.failure, doubt=None, seconds=seconds, story_path=path,
                                    name=outcome_name(number),
                                    notes=notes if number == 1 else ()))
     if not outcomes:
-        outcomes.append(outcome_of(None, undecided=undecided, seconds=seconds, story_path=None,
+        outcomes.append(outcome_of(None, doubt=doubt, seconds=seconds, story_path=None,
                                    kept=kept_events, notes=notes, summary=summary))
     first = stories[0] if stories else None
     extra: dict[str, object] = {"explore": {
         "seed": seed, "max_examples": config.max_examples, "runs": found.runs,
-        "examples": session.examples if session is not None else 0,
-        "steps": session.steps if session is not None else 0,
+        "examples": sum(s.examples for s in sessions),
+        "steps": sum(s.steps for s in sessions),
         **front.sent(kept_events),
         "found": first is not None,
         "shrunk": first.shrunk if first else None,
@@ -490,9 +594,11 @@ def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, sec
         "replay": replay_line(paths[0] if paths else None),
         "failures": [_failure_line(story, path) for story, path in zip(stories, paths,
                                                                         strict=True)],
-        "confirmed_in_real_time": session.confirmations if session is not None else 0,
-        "first_seen_with_a_moved_clock": _sighting(session),
-        "not_drawn": dict(session.not_drawn) if session is not None else {},
+        "confirmed_in_real_time": sum(s.confirmations for s in sessions),
+        "first_seen_with_a_moved_clock": _sighting(sessions),
+        "not_drawn": {k: v for s in sessions for k, v in s.not_drawn.items()},
+        "not_run": [{"example": n, "why": reasons} for n, reasons in decisions.undecided],
+        "at_once": at_once,
     }}
     stopped = found.stopped
     result = RunResult(config.target, tuple(outcomes), seed, started_at, config.report_dir,

@@ -45,8 +45,10 @@ class Failure(Generic[A]):
 
     @property
     def kinds(self) -> frozenset[Kind]:
-        """Every kind its findings show."""
-        return kinds_of(self.failing_findings)
+        """Every kind its findings show (its keys' causes, told by the findings a moved clock
+        showed too)."""
+        doubted = self.check.unconfirmed if self.check and not self.moved_clock else []
+        return kinds_of(self.failing_findings, doubted)
 
     def shows(self, wanted: frozenset[Kind]) -> bool:
         """Does it show one of the ``wanted`` kinds (a harness error shows none)?"""

@@ -73,6 +73,10 @@ class Front(Protocol):
     def machine_for(self, session: StorySession[Any, Any]) -> type[RuleBasedStateMachine]:
         """The state machine for the session's target."""
 
+    def alone(self, target: Target) -> str | None:
+        """Why ``target`` cannot be explored by several searches at once, each on an instance
+        of its own (None: it can)."""
+
     def sent(self, events: Sequence[Event]) -> dict[str, int]:
         """What the examples sent, by name (``requests``; ``publishes``)."""
 

@@ -68,6 +68,24 @@ class HttpFront:
         assert isinstance(session, Session)
         return machine_for(session)
 
+    def alone(self, target: Target) -> str | None:
+        """A target the harness starts, whose state is its process's or lives in the files or
+        store the harness gives each instance (``{workdir}``, ``{store_port}``), gets an
+        instance per search; one it does not start, or whose instances would share a store,
+        does not: a search's clock jumps, crashes and key-table readings would meet the
+        others'."""
+        start = target.start
+        if start is None:
+            return ("the harness does not start the target (no [start]), so the searches "
+                    "would share one instance")
+        parts = [*start.command, *start.env.values()]
+        own_store = any("{workdir}" in p or "{store_port}" in p for p in parts)
+        if start.shared_state and not own_store:
+            return ("its processes share one store ([start] shared_state) that the start "
+                    "command does not place in {workdir}, so the searches' instances would "
+                    "share it")
+        return None
+
     def sent(self, events: Sequence[Event]) -> dict[str, int]:
         return {"requests": sum(1 for e in events if e.f == "request" and e.type == "invoke")}
 

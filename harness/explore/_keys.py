@@ -26,7 +26,8 @@ __all__ = ["HOSTILE_KINDS", "HostileKind", "KeyMaker", "KeyPlan", "Shape", "host
            "odd_kinds"]
 
 Shape = Literal["plain", "longest", "case-twin", "sibling", "hostile", "odd"]
-HostileKind = Literal["empty", "too-long", "control", "non-ascii", "unterminated", "bad-escape"]
+HostileKind = Literal["empty", "too-long", "control", "non-ascii", "unterminated", "bad-escape",
+                      "whitespace"]
 
 #: Why a server must refuse each hostile key, in the story's words.
 HOSTILE_KINDS: dict[HostileKind, str] = {
@@ -41,6 +42,8 @@ HOSTILE_KINDS: dict[HostileKind, str] = {
 ODD_KINDS: dict[HostileKind, str] = {
     "too-long": "a very long key (no length limit is declared)",
     "non-ascii": "a character outside ASCII (the declared rules allow it)",
+    "whitespace": "spaces around it (the declared rules allow spaces; HTTP strips them from a "
+                  "header value, so the service may see the key without them)",
 }
 _SF_ONLY: frozenset[HostileKind] = frozenset({"unterminated", "bad-escape"})
 #: The length of a "longest" key when the target declares no limit (a common one).
@@ -82,10 +85,13 @@ def odd_kinds(spec: KeySpec) -> list[HostileKind]:
     forbids it: HTTP frameworks read an empty header as no key and refuse control characters
     in a header (RFC 9110 section 5.5) before the service sees them, so the answer would say
     nothing about the service.  A non-ASCII key is sent only where the file says any value is a
-    key (``charset = "any"``)."""
+    key (``charset = "any"``).  A key with spaces around it is sent only where the rules
+    accept it with them: HTTP strips surrounding whitespace from a header value (RFC 9110
+    section 5.5), so a refusal by the rules could never be expected of the service."""
     refused = hostile_kinds(spec)
     return [k for k in ODD_KINDS if k not in refused
-            and (k != "non-ascii" or spec.allows_non_ascii)]
+            and (k != "non-ascii" or spec.allows_non_ascii)
+            and (k != "whitespace" or spec.accepts(_sample(spec, k)))]
 
 
 class KeyPlan(BaseModel):
@@ -236,5 +242,6 @@ class KeyMaker:
                          else (base + "x" * VERY_LONG_KEY)[:VERY_LONG_KEY]),
             "control": base + "\x01",
             "non-ascii": base + "é",
+            "whitespace": f" {base} ",
         }[kind]
         return key, encode_key(key, syntax)

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness._target import Target
-from harness.explore._actions import Action, Change
+from harness._variations import field_changes, fields_to_vary
+from harness.explore._actions import Action
 from harness.explore._bodies import Fill
 from harness.explore._opening import Move, Opening
 from harness.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
@@ -94,7 +95,7 @@ class _Machine(RuleBasedStateMachine):
     def send_again(self, again: Again) -> None:
         """An earlier operation's key again: a retry (its JSON maybe respelled) or a reuse with
         another body, path or method."""
-        self._do(self.plan.again(again.pick, again.how, again.fill))
+        self._do(self.plan.again(again.pick, again.how, again.fill, variant=again.variant))
 
     def burst(self, tenant: str, copies: int, body: Any) -> None:
         self._do(self.plan.burst(tenant, copies, body))
@@ -264,16 +265,23 @@ def machine_for(session: Session) -> type[RuleBasedStateMachine]:
                 type("IdempotencyMachine", (_Machine,), namespace))
 
 
-def _reuses_to_tell(target: Target) -> list[Change]:
-    """The reuses of the opening, one factor each: another body; one field changed; the same
-    body on another declared operation of the key space (where there is one); another query
-    string (where the fingerprint promises to cover it)."""
-    changes: list[Change] = ["body", "field"]
-    if target.sharing_keys_with(target.endpoint):
-        changes.append("operation")
+def _reuses_to_tell(draw: Strategies, body: Any) -> list[Again]:
+    """The reuses of the opening, one factor each: another body; each field changed alone to
+    each of its other values (a fresh one, and each declared ``valid_values`` alternative);
+    the same body on each other declared operation of the key space; another query string
+    (where the fingerprint promises to cover it)."""
+    target = draw.target
+    endpoint = target.endpoint
+    agains = [Again(0, "body", OTHER)]
+    fresh = draw.body(OTHER)
+    for number, path in enumerate(fields_to_vary(endpoint)):
+        agains += [Again(0, "field", OTHER, variant=(number, option))
+                   for option in range(len(field_changes(endpoint, body, fresh, [path])))]
+    agains += [Again(pick, "operation", OTHER)
+               for pick in range(len(target.sharing_keys_with(endpoint)))]
     if target.promises.query_in_fingerprint:
-        changes.append("query")
-    return changes
+        agains.append(Again(0, "query", OTHER))
+    return agains
 
 
 def opening(draw: Strategies) -> tuple[Opening, ...]:
@@ -293,11 +301,20 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
     jumps = {why: Move("time_passes", {"jump": (seconds, why)})
              for seconds, why in draw.clock_steps}
     stories: list[Opening] = [(request, retry)]
-    stories += [(request, Move("send_again", {"again": Again(0, change, OTHER)}))
-                for change in _reuses_to_tell(target)]
+    reuses = [Move("send_again", {"again": again}) for again in _reuses_to_tell(draw, body)]
+    stories += [(request, reuse) for reuse in reuses]
+    # the original's retry after a reuse: a store that let the reuse overwrite its answer
+    stories.append((request, reuses[0], retry))
     if target.tenant is not None:
         stories.append((request, Move("request", {
             "draft": Draft("a", KeyChoice("shared", 0, ""), body)})))
+    stories += [(Move("request", {"draft": Draft("a", KeyChoice("hostile", 0, "", kind),
+                                                 body)}),)
+                for kind in draw.hostile_kinds]
+    stories += [(Move("request", {"draft": Draft("a", KeyChoice("odd", 0, "", kind), body)}),
+                 retry) for kind in draw.odd_kinds]
+    stories.append((request, Move("request", {
+        "draft": Draft("a", KeyChoice("case-twin", 0, ""), body)})))
     stories += [
         (Move("burst", {"tenant": "a", "copies": OPENING_COPIES, "body": body}),),
         (Move("overlap", {"tenant": "a", "body": body, "fraction": OVERLAP_FRACTIONS[1],

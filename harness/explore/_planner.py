@@ -237,15 +237,17 @@ class Planner:
         self._operation(op, tenant, plan, body)
         return self._drawn(NewRequest(id=op, tenant=tenant, key=plan, body=body))
 
-    def again(self, pick: int, how: Spelling | Change, fill: Fill) -> list[Action]:
-        """A retry in one of the spellings, or a reuse with one change."""
+    def again(self, pick: int, how: Spelling | Change, fill: Fill, *,
+              variant: tuple[int, int] | None = None) -> list[Action]:
+        """A retry in one of the spellings, or a reuse with one change (``variant``: which
+        field and which of its changes, else ``pick`` chooses)."""
         reached = [o for o in self.retryable() if o.reached]
         match how:
             case "as-sent" | "keys-reversed" | "reindented" | "escaped":
                 return self._drawn(Retry(id=self._target_op(pick).id, spelling=how))
             case _ if reached:
                 return self._drawn(self._reuse(reached[-1 - pick % len(reached)], how, fill,
-                                               pick))
+                                               pick, variant))
             case _:
                 return self._drawn(Retry(id=self._target_op(pick).id))
 
@@ -297,7 +299,8 @@ class Planner:
         return [*self.slow(tenant, body, long=not on_the_clock),
                 *self.retry_running(late=True)]
 
-    def _reuse(self, original: _Operation, change: Change, fill: Fill, pick: int) -> Action:
+    def _reuse(self, original: _Operation, change: Change, fill: Fill, pick: int,
+               variant: tuple[int, int] | None = None) -> Action:
         """Reuse a key the target has surely seen (if the first request was lost on its way,
         the target rightly treats the "reuse" as the first request, and P4 cannot tell), with
         one change where the target allows one (``harness._variations``): one field, the
@@ -320,11 +323,12 @@ class Planner:
             return Reuse(id=original.id, change="query", path=varied.path, body=varied.body)
         if change in ("field", "query", "operation"):
             fields = fields_to_vary(endpoint)
+            field, option = variant if variant is not None else (pick, pick)
             for turn in range(len(fields)):  # the drawn field first, else the next that can
-                path = fields[(pick + turn) % len(fields)]
+                path = fields[(field + turn) % len(fields)]
                 options = field_changes(endpoint, original.body, fresh, [path])
                 if options:
-                    chosen = options[pick % len(options)]
+                    chosen = options[option % len(options)]
                     return Reuse(id=original.id, change="field", field=".".join(path),
                                  body=chosen.body)
         return Reuse(id=original.id, change="body", body=another_body(original.body, fresh))

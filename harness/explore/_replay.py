@@ -118,9 +118,10 @@ def replay(story: Story[Any], config: ReplayConfig,
     again = (failure_story(best, target=config.target, found=found) if best is not None
              else story_of(world.steps, None, target=config.target, found=found))
     story_path = save_story(again, config.report_dir)
-    outcome = outcome_of(best, undecided=session.undecided, seconds=seconds,
+    outcome = outcome_of(best, doubt=session.decisions.doubt(), seconds=seconds,
                          story_path=story_path, kept=session.kept, name=REPLAY,
-                         notes=session.moved_clock, summary=front.tally(session.summaries))
+                         notes=[*session.moved_clock, *session.decisions.not_run()],
+                         summary=front.tally(session.summaries))
     reproduced = story.property is not None and story.property in again.properties
     result = RunResult(config.target, (outcome,), story.seed, started_at, config.report_dir,
                        config.retry_horizon, seconds, True,

@@ -43,19 +43,19 @@ def _with_replay(check: CheckResult, line: str, notes: Sequence[Note]) -> CheckR
                    notes=[*check.notes, *notes], unconfirmed=[])
 
 
-def outcome_of(failure: Failure[Any] | None, *, undecided: list[str], seconds: float,
+def outcome_of(failure: Failure[Any] | None, *, doubt: str | None, seconds: float,
                story_path: Path | None, kept: Sequence[Event] = (),
                name: str = EXPLORER.name, notes: Sequence[Note] = (),
                summary: dict[str, Any] | None = None) -> ScenarioOutcome:
     """The scenario outcome for a failing story, or for a run in which none failed: then
     ``kept``, every example's history, is its history, so the report shows what was sent, and
-    ``summary`` what the checker tallied over every example (a queue consumer's account).
-    ``notes`` are the exploration's own (findings seen only with a moved clock)."""
+    ``summary`` what the checker tallied over every example (a queue consumer's account), and
+    ``doubt`` (``StorySession.doubt``) why it cannot pass.  ``notes`` are the exploration's
+    own (findings seen only with a moved clock, examples counted as not run)."""
     properties = tuple(PROPERTIES.ids())
     if failure is None:
-        verdict: Verdict = "unknown" if undecided else "pass"
-        reason = ("the checker could not decide: " + "; ".join(sorted(set(undecided))[:3])
-                  if undecided else None)
+        verdict: Verdict = "unknown" if doubt else "pass"
+        reason = f"the checker could not decide: {doubt}" if doubt else None
         check = (CheckResult({}, [], list(notes), summary=summary or {})
                  if notes or summary else None)
         return ScenarioOutcome(name, verdict, properties, check, reason=reason,

@@ -15,11 +15,15 @@ its own, rather than trading one for another on the way.
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
+
+from hypothesis import reject
 
 from harness._errors import HarnessError
 from harness._history import Event, History
@@ -37,7 +41,7 @@ from harness.explore._steps import A, StepRecord
 from harness.judging._checker import MOVED_CLOCK, PROPERTIES, CheckResult
 from harness.judging._findings import Finding, Note
 
-__all__ = ["ConfirmedLate", "Ledger", "StoryFailed", "StorySession", "StoryWorld",
+__all__ = ["ConfirmedLate", "Decisions", "Ledger", "StoryFailed", "StorySession", "StoryWorld",
            "TargetLost", "emitter"]
 
 
@@ -80,10 +84,10 @@ _BROKEN: dict[str, type[StoryFailed]] = {}
 def _broken(failure: Failure[Any]) -> type[StoryFailed]:
     """The exception class for ``failure``: one per property and mechanism it is kept for, so
     that Hypothesis, which tells failures apart by class, shrinks each kind on its own."""
-    findings = [f for f in failure.failing_findings if (f.property, f.mechanism) in failure.new]
-    if not findings:
+    if not failure.new:
         return StoryFailed
-    name = f"{findings[0].property}Broken[{findings[0].mechanism}]"
+    kind = min(failure.new, key=lambda k: (int(k.property[1:]), k.mechanism))
+    name = f"{kind.property}Broken[{kind.mechanism}]"
     if name not in _BROKEN:
         _BROKEN[name] = type(name, (StoryFailed,), {"__doc__": f"A story broke {name}."})
     return _BROKEN[name]
@@ -92,36 +96,111 @@ def _broken(failure: Failure[Any]) -> type[StoryFailed]:
 @dataclass
 class Ledger:
     """What one exploration has kept, shared by every session it makes (drawing, dropping
-    steps): the kinds its kept failures show, whose variants fail no example any more, and
-    failures of new kinds met while another was hunted, each waiting for its own turn."""
+    steps; each of several searches at once): the kinds its kept failures show, whose variants
+    fail no example any more, and failures of new kinds met while another was hunted, each
+    waiting for its own turn."""
 
     known: set[Kind] = field(default_factory=set)
     aside: list[Failure[Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def new_kinds(self, findings: Sequence[Finding]) -> frozenset[Kind]:
-        return kinds_of(findings) - self.known
+    def new_kinds(self, findings: Sequence[Finding],
+                  doubted: Sequence[Finding] = ()) -> frozenset[Kind]:
+        """The kinds ``findings`` show (their keys' causes told by the ``doubted`` ones too)
+        that no kept failure shows."""
+        with self._lock:
+            return kinds_of(findings, doubted) - self.known
 
     def set_aside(self, failure: Failure[Any]) -> None:
         """Keep ``failure`` for later, unless a failure set aside already shows its new kinds
         in fewer steps."""
-        for n, other in enumerate(self.aside):
-            if other.new == failure.new:
-                if failure.operations < other.operations:
-                    self.aside[n] = failure
-                return
-        self.aside.append(failure)
+        with self._lock:
+            for n, other in enumerate(self.aside):
+                if other.new == failure.new:
+                    if failure.operations < other.operations:
+                        self.aside[n] = failure
+                    return
+            self.aside.append(failure)
 
     def next_aside(self) -> Failure[Any] | None:
         """The next failure set aside that still shows a kind no kept failure shows."""
-        while self.aside:
-            failure = self.aside.pop(0)
-            fresh = failure.new - self.known
-            if fresh:
-                return replace(failure, new=fresh)
+        with self._lock:
+            while self.aside:
+                failure = self.aside.pop(0)
+                fresh = failure.new - self.known
+                if fresh:
+                    return replace(failure, new=fresh)
+            return None
+
+    def keep(self, failure: Failure[Any]) -> bool:
+        """Keep ``failure``'s kinds; False if another search kept them all meanwhile."""
+        with self._lock:
+            fresh = (failure.new or failure.kinds) - self.known
+            self.known |= failure.kinds | failure.new
+            return bool(fresh) or not (failure.new or failure.kinds)
+
+
+@dataclass
+class Decisions:
+    """What the examples decided: each example the checker could not decide counts as not run
+    (as Hypothesis treats an example that fails ``assume``), with its reasons; only the
+    properties of an example that decided everything, and that it gave something to judge
+    (``CheckResult.exercised``), count as decided.  ``doubt`` says when that is no pass."""
+
+    judged: int = 0
+    undecided: list[tuple[int, list[str]]] = field(default_factory=list)
+    decided: set[str] = field(default_factory=set)
+    in_doubt: dict[str, str] = field(default_factory=dict)
+
+    def count(self, example: int, result: CheckResult) -> bool:
+        """Count ``example``'s verdicts; whether the checker could not decide it."""
+        self.judged += 1
+        doubts = {pid: r.reason or "no reason was recorded"
+                  for pid, r in result.results.items() if r.verdict == "unknown"}
+        if doubts:
+            self.undecided.append((example, [f"{p}: {why}" for p, why in doubts.items()]))
+            for pid, why in doubts.items():
+                self.in_doubt.setdefault(pid, why)
+            return True
+        self.decided |= {pid for pid, r in result.results.items()
+                         if r.verdict in ("pass", "fail") and pid in result.exercised}
+        return False
+
+    def doubt(self) -> str | None:
+        """Why the examples cannot make a pass (None: they can): those the checker could not
+        decide are the majority, or a property one of them left undecided was decided by no
+        example."""
+        if not self.undecided:
+            return None
+        count = len(self.undecided)
+        if 2 * count > self.judged:
+            reasons = sorted({r for _, rs in self.undecided for r in rs})
+            return (f"{count} of {self.judged} examples could not be judged: "
+                    + "; ".join(reasons[:3]))
+        never = sorted(set(self.in_doubt) - self.decided, key=lambda p: int(p[1:]))
+        if never:
+            return (f"no example decided {', '.join(never)}: "
+                    + "; ".join(f"{p}: {self.in_doubt[p]}" for p in never[:3]))
         return None
 
-    def keep(self, failure: Failure[Any]) -> None:
-        self.known |= failure.kinds | failure.new
+    def not_run(self) -> list[Note]:
+        """The examples counted as not run, each with why, for the report."""
+        return [Note(reasons[0].split(":", 1)[0], None,
+                     f"example {number} counted as not run (the checker could not decide it): "
+                     + "; ".join(reasons), {"not_run": True, "example": number})
+                for number, reasons in self.undecided]
+
+    @classmethod
+    def merged(cls, parts: Sequence[Decisions]) -> Decisions:
+        """Several searches' decisions as one exploration's."""
+        total = cls()
+        for part in parts:
+            total.judged += part.judged
+            total.undecided += part.undecided
+            total.decided |= part.decided
+            for pid, why in part.in_doubt.items():
+                total.in_doubt.setdefault(pid, why)
+        return total
 
 
 class StoryWorld(Protocol[A]):
@@ -235,7 +314,12 @@ class StorySession(ABC, Generic[A, W]):
         #: real-time telling confirmed it.
         self.first_sighting: tuple[int, float] | None = None
         self.best: Failure[A] | None = None
-        self.undecided: list[str] = []
+        #: What the examples decided, and which the checker could not (``Decisions``).
+        self.decisions = Decisions()
+        #: Hypothesis draws these examples: one the checker could not decide is rejected, so
+        #: another is drawn in its place (the explorer sets it around Hypothesis's searches).
+        self.rejecting = False
+        self._undecided_example = False
         self.kept: list[Event] = []
         #: What the checker tallied for each settled example (a queue consumer's account).
         self.summaries: list[dict[str, Any]] = []
@@ -377,6 +461,7 @@ class StorySession(ABC, Generic[A, W]):
         """The end of an example: settle, judge every property, confirm in real time what only
         a moved clock showed, leave the deployment clean, and tell Hypothesis if the story
         failed."""
+        self._undecided_example = False
         try:
             if world.failure is None:
                 self._settle_and_judge(world)
@@ -393,6 +478,11 @@ class StorySession(ABC, Generic[A, W]):
         if self.phase == "drawing" and not self._telling and self.tell_pending(
                 lambda made: self.examples - made >= self.defer_real_time):
             raise ConfirmedLate("a story told in real time broke its property again")
+        if (self.rejecting and self._undecided_example and not self._telling
+                and sys.exc_info()[1] is None):  # not while Hypothesis stops the example
+            if self.phase == "drawing":
+                self.drawn -= 1  # not run: it takes no example of the budget
+            reject()  # Hypothesis draws another in its place, as for a failed ``assume``
 
     def _settle_and_judge(self, world: W) -> None:
         try:
@@ -406,8 +496,8 @@ class StorySession(ABC, Generic[A, W]):
         if result.summary:
             self.summaries.append(result.summary)
         self._judged(world, result, tuple(PROPERTIES.ids()), events, broke_at=None)
-        self.undecided += [f"{pid}: {r.reason}" for pid, r in result.results.items()
-                           if r.verdict == "unknown" and r.reason]
+        self._undecided_example = (world.failure is None
+                                   and self.decisions.count(self.examples, result))
 
     def _hunting(self, failure: Failure[A]) -> bool:
         """Is ``failure`` of the kinds this hunt shrinks (a harness error always is)?"""
@@ -420,7 +510,7 @@ class StorySession(ABC, Generic[A, W]):
         moved clock fails it only for a kind already confirmed, and is otherwise kept for the
         telling at the example's end.  If it will be told, the example performs no more
         steps: they came after the finding, and would only delay its telling."""
-        if self.ledger.new_kinds(result.findings):
+        if self.ledger.new_kinds(result.findings, result.unconfirmed):
             self._fail(world, result, properties, events, broke_at=broke_at)
             return
         doubted = [f for f in result.unconfirmed if self.ledger.new_kinds([f])]
@@ -600,7 +690,7 @@ class StorySession(ABC, Generic[A, W]):
             result = CheckResult({}, [], [], list(doubted))
         failure = Failure(tuple(world.steps), tuple(events) or world.history.events(), result,
                           properties, broke_at, error, self._failures, moved_clock)
-        failure = replace(failure, new=self.ledger.new_kinds(failure.failing_findings))
+        failure = replace(failure, new=failure.kinds - self.ledger.known)
         world.failure = failure
         if self.hunted is None:
             self.hunted = failure.new

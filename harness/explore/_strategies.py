@@ -70,6 +70,9 @@ class Again:
     pick: int
     how: Spelling | Change
     fill: Fill
+    #: For a reuse of one field: which field (among ``fields_to_vary``) and which of its
+    #: changes (``field_changes``); None, as Hypothesis draws it: ``pick`` chooses both.
+    variant: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,9 @@ class Strategies:
         #: The committed writes an ordinary charge makes, as the store proxy saw them (0: it
         #: sees none, or the target has no proxy that reads its store's protocol).
         self.writes_per_charge = writes_per_charge
+        #: The keys the target's declared rules refuse, and the odd ones they accept.
+        self.hostile_kinds = hostile_kinds(target.key)
+        self.odd_kinds = odd_kinds(target.key)
         tenants = ["a", "b"] if target.tenant is not None else ["a"]
         self.tenants = st.sampled_from(tenants)
         self.fills = self._fills()
@@ -187,8 +193,8 @@ class Strategies:
         """Mostly plain keys, then the edge cases; hostile keys only of kinds the declared key
         rules refuse, odd ones only of kinds they accept."""
         spec = self.target.key
-        kinds: dict[str, list[HostileKind]] = {"hostile": hostile_kinds(spec),
-                                               "odd": odd_kinds(spec)}
+        kinds: dict[str, list[HostileKind]] = {"hostile": self.hostile_kinds,
+                                               "odd": self.odd_kinds}
         plain: list[ChoiceShape] = ["plain"] * 5
         shapes: list[ChoiceShape] = [*plain, "longest", "case-twin", "sibling"]
         unusual: tuple[ChoiceShape, ...] = ("hostile", "odd")

@@ -110,6 +110,8 @@ class CheckOptions:
 
 PropertyCheck = Callable[[View, CheckOptions], Iterable[Finding | Note]]
 Summary = Callable[[View, CheckOptions], dict[str, Any]]
+#: Which properties a history gave something to judge (``CheckResult.exercised``).
+Exercised = Callable[[View, CheckOptions], frozenset[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,7 @@ class Registry:
         self._specs: dict[str, PropertySpec] = {}
         self._module = module
         self._summary: Summary | None = None
+        self._exercised: Exercised | None = None
 
     def summarise(self, summary: Summary) -> Summary:
         """Register the tally kept beside the verdicts (a queue consumer's queue account)."""
@@ -139,6 +142,18 @@ class Registry:
     def summary(self, view: View, options: CheckOptions) -> dict[str, Any]:
         self._registered()
         return self._summary(view, options) if self._summary is not None else {}
+
+    def exercises(self, exercised: Exercised) -> Exercised:
+        """Register what tells which properties a history gave something to judge."""
+        self._exercised = exercised
+        return exercised
+
+    def exercised(self, view: View, options: CheckOptions) -> frozenset[str]:
+        """The properties ``view`` gave something to judge (every one, if nobody says)."""
+        self._registered()
+        if self._exercised is None:
+            return frozenset(self._specs)
+        return self._exercised(view, options)
 
     def register(self, spec: PropertySpec) -> None:
         known = self._specs.get(spec.id)
@@ -208,6 +223,9 @@ class CheckResult:
     #: What the checker tallied beside its verdicts, for reports (a queue consumer's queue
     #: account, harness/consumer/_account.py); empty for an HTTP service.
     summary: dict[str, Any] = field(default_factory=dict)
+    #: The properties the history gave something to judge (a pass of any other one is a pass
+    #: on nothing): the explorer counts an example as deciding a property only if it did.
+    exercised: frozenset[str] = frozenset()
 
     @property
     def verdict(self) -> Verdict:
@@ -249,7 +267,8 @@ def check_history(
     notes = [n for r in results.values() for n in r.notes]
     summary = (registry.summary(view, options) if properties is None
                else {})  # a partial check is no account of the run
-    return CheckResult(results, findings, notes, sort_findings(unconfirmed), summary=summary)
+    return CheckResult(results, findings, notes, sort_findings(unconfirmed), summary=summary,
+                       exercised=registry.exercised(view, options) & set(results))
 
 
 #: How a finding seen only with a moved clock is told.

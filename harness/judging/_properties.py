@@ -17,7 +17,7 @@ from harness._durations import format_duration
 from harness._history import Event
 from harness._target import LEASE_SLACK, ErrorPolicy, split_route
 from harness.judging._analysis import Attempt, EffectsSeen, Identity, View, describe_identity
-from harness.judging._checker import CheckOptions, Inconclusive, prop
+from harness.judging._checker import PROPERTIES, CheckOptions, Inconclusive, prop
 from harness.judging._findings import Finding, Note
 
 __all__: list[str] = []
@@ -63,6 +63,41 @@ def _final(attempt: Attempt, errors: ErrorPolicy, options: CheckOptions) -> bool
 
 def _same_response(a: Attempt, b: Attempt) -> bool:
     return (a.status, a.digest, a.header("location")) == (b.status, b.digest, b.header("location"))
+
+
+@PROPERTIES.exercises
+def exercised(view: View, options: CheckOptions) -> frozenset[str]:
+    """The properties a history gave something to judge: P1 and P2 any keyed request; P3 a
+    key sent more than once; P4 a key sent with another request; P5 two requests of a key at
+    once; P6 a clock jump; P7 a request without a key; P8 a key in two tenants; P9 a crash, a
+    store fault or a failing handler; P10 hostile input (or a service that exited); P11 a
+    reading of the key table."""
+    keyed = view.keyed()
+    used: set[str] = {"P1", "P2"} if keyed else set()
+    if any(len(attempts) > 1 for _, attempts in keyed):
+        used.add("P3")
+    if any(len({a.invoke.fingerprint for a in attempts}) > 1 for _, attempts in keyed):
+        used.add("P4")
+    if any(b.invoke.time < a.end_time for _, attempts in keyed
+           for a, b in pairwise(attempts)):
+        used.add("P5")
+    if view.has_clock_advance:
+        used.add("P6")
+    if any(a.invoke.key is None and a.invoke.key_header is None for a in view.attempts):
+        used.add("P7")
+    tenants_by_key: dict[str | None, set[str | None]] = defaultdict(set)
+    for (tenant, key), _ in keyed:
+        tenants_by_key[key].add(tenant)
+    if any(len(tenants) > 1 for key, tenants in tenants_by_key.items() if key is not None):
+        used.add("P8")
+    if _incidents(view):
+        used.add("P9")
+    if view.exits or any(a.label.startswith("hostile") or a.label == "fake-replay"
+                         for a in view.attempts):
+        used.add("P10")
+    if view.store_sizes:
+        used.add("P11")
+    return frozenset(used)
 
 
 @prop("P1", "at most one side effect per (tenant, key)")
@@ -215,9 +250,10 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
             if effects.count == 0 and _spelled_otherwise(identity):
                 raise Inconclusive(
                     f"key {shown} was answered {successes[0].status} but the effects oracle "
-                    "finds no charge under it: the key has characters outside ASCII, which a "
-                    "server reading header bytes as latin-1 stores under another spelling, so "
-                    "whether the outcome is lost is unknown")
+                    "finds no charge under it: the key has characters outside ASCII (which a "
+                    "server reading header bytes as latin-1 stores under another spelling) or "
+                    "spaces around it (which HTTP may strip), so whether the outcome is lost "
+                    "is unknown")
             if effects.count == 0:
                 yield Finding(
                     "P2", shown,
@@ -241,9 +277,11 @@ def no_lost_outcome(view: View, options: CheckOptions) -> Iterator[Finding]:
 def _spelled_otherwise(identity: Identity) -> bool:
     """Might the server hold this key under another spelling than the one sent?  Header values
     are bytes: WSGI, Starlette and Node decode them as latin-1, so a key with characters
-    outside ASCII reaches the service (and its effects query) spelled otherwise."""
+    outside ASCII reaches the service (and its effects query) spelled otherwise; and HTTP
+    strips the whitespace around a header value (RFC 9110 section 5.5), which some servers do
+    and others do not."""
     key = identity[1] or ""
-    return not key.isascii()
+    return not key.isascii() or key != key.strip(" \t")
 
 
 def _charged_behind_an_error(view: View, shown: str, identity: Identity,

@@ -86,6 +86,12 @@ class ConsumerFront:
         assert isinstance(session, ConsumerSession)
         return machine_for(session)
 
+    def alone(self, target: Target) -> str | None:
+        """A queue consumer is explored by one search: searches at once would each need a
+        broker, queues and consumers of their own."""
+        return ("a queue consumer is explored by one search (searches at once would each need "
+                "a broker, queues and consumers of their own)")
+
     def sent(self, events: Sequence[Event]) -> dict[str, int]:
         return {"publishes": sum(1 for e in events if e.f == "publish" and e.type == "invoke")}
 
