@@ -32,7 +32,7 @@ __all__ = [
     "answered_without_a_charge",
     "identities_sent",
     "last_counts",
-    "latin1_spelling",
+    "other_spellings",
     "record_effects",
     "record_total",
     "sql_count",
@@ -241,9 +241,10 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     """
     try:
         counted = oracle.count(tenant, key)
-        spelled = latin1_spelling(key)
         asked = key
-        if counted.count == 0 and spelled is not None:
+        for spelled in other_spellings(key):
+            if counted.count:
+                break
             counted, asked = oracle.count(tenant, spelled), spelled
     except NotCountable as exc:
         return history.record("info", "effects", ORACLE, tenant=tenant, key=key, error=str(exc))
@@ -257,14 +258,18 @@ def record_effects(history: History, oracle: EffectOracle, tenant: str | None,
     return history.record("ok", "effects", ORACLE, tenant=tenant, key=key, value=value)
 
 
-def latin1_spelling(key: str | None) -> str | None:
-    """The spelling a server that decodes header bytes as latin-1 (WSGI by PEP 3333,
-    Starlette, Node) gives a key the harness sent as UTF-8, when it differs: ``clé`` arrives
-    as ``clÃ©``.  Its effects are counted under that spelling when none are under the sent
-    one."""
-    if key is None or key.isascii():
-        return None
-    return key.encode("utf-8").decode("latin-1")
+def other_spellings(key: str | None) -> list[str]:
+    """The spellings a server may hold a key under, other than the one sent, each tried in
+    turn when none are counted under the sent one: the one a server that decodes header bytes
+    as latin-1 (WSGI by PEP 3333, Starlette, Node) gives a key sent as UTF-8 (``clé`` arrives
+    as ``clÃ©``), and the key without the whitespace around it, which HTTP strips from a
+    header value (RFC 9110 section 5.5) and some servers do not."""
+    if key is None:
+        return []
+    spellings = [] if key.isascii() else [key.encode("utf-8").decode("latin-1")]
+    if key != key.strip(" \t"):
+        spellings.append(key.strip(" \t"))
+    return spellings
 
 
 def record_total(history: History, oracle: EffectOracle) -> None:

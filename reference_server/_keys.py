@@ -66,11 +66,14 @@ _PRINTABLE = re.compile(r"[ -~]*")
 
 def parse_key(values: list[bytes], *, http_header: bool = True) -> str:
     """The key spelled by the header's values (one value expected); ``http_header``: they come
-    from an HTTP request, whose proxies may have joined two headers into one."""
+    from an HTTP request, whose proxies may have joined two headers into one, and whose
+    surrounding whitespace is not part of the value (RFC 9110 section 5.5); otherwise (the
+    admin routes' ``key`` parameter) the value is the key as spelled, spaces and all."""
     if len(values) != 1:
         raise InvalidKey("send exactly one Idempotency-Key header")
     try:
-        text = values[0].decode("ascii").strip(" \t")
+        text = values[0].decode("ascii")
+        text = text.strip(" \t") if http_header else text
     except UnicodeDecodeError:
         raise InvalidKey("the key must be printable ASCII") from None
     if not text.startswith('"'):

@@ -14,6 +14,11 @@ Two failures are distinct when one has a kind the other has not.  Variants of on
 keys, other timings, another consequence on the same key) share their kinds and are one
 failure; two flaws never share a kind, since a kind is a property with a mechanism.
 
+A duplicate whose mechanism is a rerun after the server died (P1 ``rerun-after-crash``) is
+crash safety's (P9 ``charged-again-after-incident``) by its very words: the explorer judges P9
+only once a story's clients have settled, so a story that fails at a step shows the P1 alone,
+and the two must not count as two flaws.  ``SAME_MECHANISM`` names such pairs.
+
 A finding seen only with a moved clock fails nothing by itself, but it still tells its key's
 cause: a key whose firm finding is a lost outcome (P2) and whose finding seen with a moved
 clock is the other tenant's answer (P8) is a P8 key, not a P2 one.
@@ -26,7 +31,7 @@ from typing import NamedTuple
 
 from harness.judging._findings import Finding, klass_of
 
-__all__ = ["PRECEDENCE", "Kind", "kinds_of", "label"]
+__all__ = ["PRECEDENCE", "SAME_MECHANISM", "Kind", "kinds_of", "label"]
 
 #: Which property names a key's kind when several broke on it: the causes first (tenant scope,
 #: fingerprint, crash safety, retention, in-flight handling, replay, bad input, storage, the
@@ -45,9 +50,21 @@ class Kind(NamedTuple):
         return f"{self.property} {self.mechanism}".rstrip()
 
 
+#: Kinds that tell one mechanism in two properties' words, each read as the second.
+SAME_MECHANISM: dict[Kind, Kind] = {
+    Kind("P1", "rerun-after-crash"): Kind("P9", "charged-again-after-incident"),
+    Kind("P1", "rerun-after-incident"): Kind("P9", "ran-again-after-incident"),  # a consumer
+}
+
+
+def _kind(finding: Finding) -> Kind:
+    kind = Kind(finding.property, finding.mechanism)
+    return SAME_MECHANISM.get(kind, kind)
+
+
 def _rank(finding: Finding) -> int:
-    return PRECEDENCE.index(finding.property) if finding.property in PRECEDENCE else len(
-        PRECEDENCE)
+    prop = _kind(finding).property
+    return PRECEDENCE.index(prop) if prop in PRECEDENCE else len(PRECEDENCE)
 
 
 def kinds_of(findings: Iterable[Finding], doubted: Iterable[Finding] = ()) -> frozenset[Kind]:
@@ -60,12 +77,12 @@ def kinds_of(findings: Iterable[Finding], doubted: Iterable[Finding] = ()) -> fr
     kinds: set[Kind] = set()
     for finding in [*firm, *(d for d in doubted if d.key in keys)]:
         if finding.key is None:
-            kinds.add(Kind(finding.property, finding.mechanism))
+            kinds.add(_kind(finding))
             continue
         kept = by_key.get(finding.key)
         if kept is None or _rank(finding) < _rank(kept):
             by_key[finding.key] = finding
-    kinds.update(Kind(f.property, f.mechanism) for f in by_key.values())
+    kinds.update(_kind(f) for f in by_key.values())
     return frozenset(kinds)
 
 

@@ -228,11 +228,18 @@ def _hypothesis_run(machine: type[RuleBasedStateMachine], seed: int,
     """Hypothesis's run of the machine.  A signal may land inside Hypothesis's own bookkeeping
     (reading the test's source for its database key), where its ``Interrupted`` turns into
     another error as Hypothesis fails on its half-made state: the user still asked to stop."""
+    def example() -> RuleBasedStateMachine:
+        """The machine's next example.  A function, not the class: Hypothesis reads its
+        factory's source for the database key, and the source of a class is found by parsing
+        its module with ``ast``, which CPython 3.11 cannot do in two threads at once (searches
+        at once failed with "AST constructor recursion depth mismatch")."""
+        return machine()
+
     try:
-        with _shrinking_budget(config.shrink_seconds):
-            run_state_machine_as_test(hypothesis_seed(seed)(machine),
-                                      settings=hypothesis_settings(
-                                          config, max_examples=max_examples, reuse=reuse))
+        # Hypothesis documents any factory of machines; its annotation names the class
+        factory = cast(type[RuleBasedStateMachine], hypothesis_seed(seed)(example))
+        run_state_machine_as_test(factory, settings=hypothesis_settings(
+            config, max_examples=max_examples, reuse=reuse))
     except Exception:
         raise_if_interrupted()
         raise

@@ -265,23 +265,23 @@ def machine_for(session: Session) -> type[RuleBasedStateMachine]:
                 type("IdempotencyMachine", (_Machine,), namespace))
 
 
-def _reuses_to_tell(draw: Strategies, body: Any) -> list[Again]:
-    """The reuses of the opening, one factor each: another body; each field changed alone to
-    each of its other values (a fresh one, and each declared ``valid_values`` alternative);
-    the same body on each other declared operation of the key space; another query string
-    (where the fingerprint promises to cover it)."""
+def _reuses_to_tell(draw: Strategies, body: Any) -> tuple[list[Again], list[Again]]:
+    """The reuses of the opening, one factor each: the first of each kind (another body; one
+    field changed; the same body on another declared operation of the key space; another
+    query string where the fingerprint promises to cover it), then the rest (each field
+    changed alone to each of its other values, a fresh one and each declared
+    ``valid_values`` alternative; each other declared operation)."""
     target = draw.target
     endpoint = target.endpoint
-    agains = [Again(0, "body", OTHER)]
     fresh = draw.body(OTHER)
-    for number, path in enumerate(fields_to_vary(endpoint)):
-        agains += [Again(0, "field", OTHER, variant=(number, option))
-                   for option in range(len(field_changes(endpoint, body, fresh, [path])))]
-    agains += [Again(pick, "operation", OTHER)
-               for pick in range(len(target.sharing_keys_with(endpoint)))]
-    if target.promises.query_in_fingerprint:
-        agains.append(Again(0, "query", OTHER))
-    return agains
+    fields = [Again(0, "field", OTHER, variant=(number, option))
+              for number, path in enumerate(fields_to_vary(endpoint))
+              for option in range(len(field_changes(endpoint, body, fresh, [path])))]
+    operations = [Again(pick, "operation", OTHER)
+                  for pick in range(len(target.sharing_keys_with(endpoint)))]
+    query = [Again(0, "query", OTHER)] if target.promises.query_in_fingerprint else []
+    first = [Again(0, "body", OTHER), *fields[:1], *operations[:1], *query]
+    return first, [*fields[1:], *operations[1:]]
 
 
 def opening(draw: Strategies) -> tuple[Opening, ...]:
@@ -292,29 +292,23 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
     and a retry past the lease (a restart each: split-commit and ack-before-commit show at the
     second point within seconds, where only the takeover's 30 s real-time wait showed them); the
     store link cut right after each write a charge commits (where the store proxy reads them);
-    a slowed request outliving its lease and a retry that may take its key over.  Each is a
-    story the machine could draw, with the plainest values."""
+    then the rarer ones: every other one-factor reuse, the original's retry after a reuse (a
+    store that let the reuse overwrite its answer), each key the declared rules refuse, each
+    odd key they accept and its retry, a key and its twin in the other letter case; last, a
+    slowed request outliving its lease and a retry that may take its key over (it waits the
+    longest).  Each is a story the machine could draw, with the plainest values."""
     target = draw.target
     body = draw.body(PLAIN)
     request = Move("request", {"draft": Draft("a", KeyChoice("plain", 0, ""), body)})
     retry = Move("send_again", {"again": Again(0, "as-sent", PLAIN)})
     jumps = {why: Move("time_passes", {"jump": (seconds, why)})
              for seconds, why in draw.clock_steps}
+    first_reuses, more_reuses = _reuses_to_tell(draw, body)
     stories: list[Opening] = [(request, retry)]
-    reuses = [Move("send_again", {"again": again}) for again in _reuses_to_tell(draw, body)]
-    stories += [(request, reuse) for reuse in reuses]
-    # the original's retry after a reuse: a store that let the reuse overwrite its answer
-    stories.append((request, reuses[0], retry))
+    stories += [(request, Move("send_again", {"again": again})) for again in first_reuses]
     if target.tenant is not None:
         stories.append((request, Move("request", {
             "draft": Draft("a", KeyChoice("shared", 0, ""), body)})))
-    stories += [(Move("request", {"draft": Draft("a", KeyChoice("hostile", 0, "", kind),
-                                                 body)}),)
-                for kind in draw.hostile_kinds]
-    stories += [(Move("request", {"draft": Draft("a", KeyChoice("odd", 0, "", kind), body)}),
-                 retry) for kind in draw.odd_kinds]
-    stories.append((request, Move("request", {
-        "draft": Draft("a", KeyChoice("case-twin", 0, ""), body)})))
     stories += [
         (Move("burst", {"tenant": "a", "copies": OPENING_COPIES, "body": body}),),
         (Move("overlap", {"tenant": "a", "body": body, "fraction": OVERLAP_FRACTIONS[1],
@@ -330,5 +324,14 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
     stories += [(Move("after_write", {"tenant": "a", "write": write, "fault": "cut",
                                       "body": body}),)
                 for write in range(1, draw.writes_per_charge + 1)]
+    stories += [(request, Move("send_again", {"again": again})) for again in more_reuses]
+    stories.append((request, Move("send_again", {"again": first_reuses[0]}), retry))
+    stories += [(Move("request", {"draft": Draft("a", KeyChoice("hostile", 0, "", kind),
+                                                 body)}),)
+                for kind in draw.hostile_kinds]
+    stories += [(Move("request", {"draft": Draft("a", KeyChoice("odd", 0, "", kind), body)}),
+                 retry) for kind in draw.odd_kinds]
+    stories.append((request, Move("request", {
+        "draft": Draft("a", KeyChoice("case-twin", 0, ""), body)})))
     stories.append((Move("take_over", {"tenant": "a", "body": body}),))
     return tuple(stories)

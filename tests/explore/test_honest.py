@@ -193,10 +193,10 @@ def test_the_command_stopped_by_a_signal_exits_as_the_shell_expects_without_a_tr
     env = {**os.environ, "TOXIPROXY_URL": toxiproxy_server.url}
     process = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "explore", "--reference", "--seed", "3",
-         "--max-examples", "200", "--report-dir", str(report), "--quiet"],
+         "--max-examples", "200", "--report-dir", str(report), "--quiet", "--jobs", "2"],
         cwd=REPOSITORY, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_until_charged(report / "target" / "reference.sqlite3")
+    try:  # two searches at once, each on a server of its own: both are stopped
+        _wait_until_charged(report / "search-2" / "target" / "reference.sqlite3")
         process.send_signal(signum)
         out, err = process.communicate(timeout=60)
     finally:
@@ -227,7 +227,7 @@ def test_failing_examples_are_kept_beside_the_reports_announced_and_forgotten_on
         return subprocess.run(
             [sys.executable, "-m", "harness.cli", "explore", "--reference", "--flaw",
              QUICK_FLAW, "--seed", "1", "--max-examples", "30", "--shrink-time", "3s", "--quiet",
-             "--no-opening",
+             "--no-opening", "--jobs", "1",
              "--report-dir", str(tmp_path / "reports" / f"run-{next(runs)}"), *extra],
             cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
 

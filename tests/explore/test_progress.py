@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -64,7 +65,7 @@ def test_the_phases_and_the_example_count_are_told_as_the_explorer_goes(
     assert set(phases) <= set(order)
     # each hunt draws, shrinks, drops steps; the next hunt draws again
     assert all(order.index(b) >= order.index(a) or b == "drawing"
-               for a, b in zip(phases, phases[1:], strict=False)), phases
+               for a, b in pairwise(phases)), phases
     runs = done.result.extra["explore"]["runs"]  # type: ignore[index]
     assert [p.examples for p in progress] == list(range(1, runs + 1))
 
@@ -201,7 +202,7 @@ def test_the_live_line_shows_the_phase_and_the_example_count() -> None:
     console = ConsoleReport(Console(file=out, force_terminal=True, width=120))
     console.handle(ScenarioStarted("explore", 0, 1))
     console.handle(Progress("explore", "shrinking", 12))
-    outcome = outcome_of(None, undecided=[], seconds=1.0, story_path=None)
+    outcome = outcome_of(None, doubt=None, seconds=1.0, story_path=None)
     console.handle(ScenarioFinished(outcome, None))  # type: ignore[arg-type]
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
     assert "explore · shrinking · example 12 · 0 requests" in plain
