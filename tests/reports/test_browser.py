@@ -212,8 +212,8 @@ class RealPages:
 
 #: The command lines whose pages the width tests open, besides the demo's.
 COMMANDS = {
-    "explore": ["explore", "--reference", "--flaw", "key-only", "--max-examples", "30", "--jobs", "1", "--seed",
-                "1", "--shrink-time", "3s", "--quiet"],
+    "explore": ["explore", "--reference", "--flaw", "key-only", "--max-examples", "30", "--jobs",
+                "1", "--seed", "1", "--shrink-time", "3s", "--quiet"],
     "load": ["load", "--reference", "--users", "4", "--spawn-rate", "20", "--duration", "4s",
              "--chaos", "storm", "--seed", "3"],
     # double submits race check-then-insert's claim: a page of many keys with findings
