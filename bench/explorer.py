@@ -26,8 +26,14 @@ A failure that only a moved clock showed at first is confirmed by telling its st
 real time (issue 23 item 2: a 30 s lease waited out); the row then also prints when the moved
 clock first showed it, the time to the first failure as it was counted before that work.
 
+Issue 37 asks for every flaw from one exploration: ``--all-findings`` explores the reference
+server with four flaws at once (``MULTI``), with one search and with two at once (``--jobs``),
+side by side in one run, and prints for each the time to its first failure and to all of them
+(each failure's ``seconds_to_failure``, from the exploration's start), which flaws were found,
+and the ratio of the two times to all findings.
+
 Run: `.venv/bin/python bench/explorer.py [--seed N] [--max-examples N] [--flaw NAME ...]
-[--postgres] [--no-replay] [--consumer]`.
+[--postgres] [--no-replay] [--consumer] [--all-findings]`.
 """
 
 from __future__ import annotations
@@ -52,6 +58,11 @@ from reference_server.consumer.flaws import CONSUMER_FLAWS
 from reference_server.flaws import FLAWS
 
 MAX_OPERATIONS = 6
+#: Issue 37's reference server with four flaws at once, and the kind each must be reported as.
+MULTI = {"no-body-hash": "P4 reuse-not-refused:body",
+         "no-tenant-scope": "P8 keys-not-scoped-per-tenant",
+         "stuck-after-crash": "P9 stuck",
+         "split-commit": "P9 stuck-after-charge"}  # with no lease recovery: stuck, charged
 #: Issue 17: total <= TOTAL_FACTOR x seconds to the first failure + TOTAL_SLACK.
 TOTAL_FACTOR, TOTAL_SLACK = 2.0, 10.0
 #: Issue 17: examples per second of the correct server at the CI budget, and before the work.
@@ -110,6 +121,34 @@ def _explore(row: Row, args: argparse.Namespace, toxiproxy: ToxiproxyServer,
             f"{verdict}  goal {allowed:.0f}s ratio {total / allowed:.2f}{reproduced}{seen}")
 
 
+def _all_findings(args: argparse.Namespace, toxiproxy: ToxiproxyServer,
+                  scratch: Path) -> None:
+    """Issue 37: the multi-flaw server explored with one search, then two at once; the time
+    to the first and to the last of its findings, and the ratio of the two times to all."""
+    target = reference_target(store=None, flaw=list(MULTI))
+    print(f"all findings: {' + '.join(MULTI)}, seed {args.seed}, budget {args.max_examples}")
+    print(f"{'searches':<10}{'found':>7}{'first':>9}{'all':>9}{'total':>9}  kinds")
+    times: dict[int, float] = {}
+    for jobs in (1, 2):
+        started = time.monotonic()
+        done = explore(ExploreConfig(target=target, max_examples=args.max_examples,
+                                     seed=args.seed, jobs=jobs, toxiproxy=toxiproxy,
+                                     report_dir=scratch / f"all-findings-{jobs}"))
+        if done.result.verdict == "incomplete":
+            raise Interrupted(signal.Signals[done.result.stopped_by or "SIGINT"])
+        total = time.monotonic() - started
+        kinds = {kind: story.seconds for story in done.stories for kind in story.kinds}
+        missed = [flaw for flaw, kind in MULTI.items() if kind not in kinds]
+        seconds = sorted(kinds.values())
+        times[jobs] = max(seconds) if seconds and not missed else float("inf")
+        print(f"{jobs:<10}{len(MULTI) - len(missed):>4}/{len(MULTI)}"
+              f"{seconds[0] if seconds else float('nan'):>8.1f}s{times[jobs]:>8.1f}s"
+              f"{total:>8.1f}s  {', '.join(sorted(kinds))}"
+              + (f"  MISSED: {', '.join(missed)}" if missed else ""), flush=True)
+    print(f"time to all findings, one search / two at once: {times[1]:.1f}s / {times[2]:.1f}s, "
+          f"ratio {times[1] / times[2]:.2f}\n")
+
+
 def _consumer_rows(args: argparse.Namespace) -> list[Row]:
     """The reference consumer, correct and with each named flaw (``--flaw`` picks some)."""
     rows = [] if args.no_correct else [
@@ -134,7 +173,15 @@ def main() -> None:
                         help="do not replay the saved stories on a fresh target")
     parser.add_argument("--consumer", action="store_true",
                         help="the reference queue consumer and its flaws instead")
+    parser.add_argument("--all-findings", action="store_true",
+                        help="only issue 37's rows: the four-flaw server, one search and two")
     args = parser.parse_args()
+    if args.all_findings:
+        with ExitStack() as stack:
+            toxiproxy = stack.enter_context(start_toxiproxy())
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            _all_findings(args, toxiproxy, scratch)
+        return
 
     print(f"explorer bench: seed {args.seed}, budget {args.max_examples} examples per row\n")
     print(f"{'row':<24}{'found':>6}{'examples':>9}{'seconds':>9}{'steps':>7}  "
