@@ -7,10 +7,10 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 REPORT_DIR ?= reports/latest
 
-.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq examples consumer-corpus \
+.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq kafka examples consumer-corpus \
 	chromium faketime
 
-setup: $(INSTALLED) toxiproxy postgres rabbitmq chromium faketime examples consumer-corpus
+setup: $(INSTALLED) toxiproxy postgres rabbitmq kafka chromium faketime examples consumer-corpus
 
 $(INSTALLED): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ postgres:
 # Debian's rabbitmq-server, for queue-consumer targets (the harness starts throwaway nodes).
 rabbitmq:
 	@scripts/ensure-rabbitmq
+
+# Apache Kafka's broker jars from Maven Central, for Kafka consumers (the harness starts throwaway
+# single-node KRaft brokers from them); stamped, so fast when done.
+kafka:
+	@scripts/ensure-kafka
 
 # libfaketime (Debian's packages) and its preload shim, for targets whose clock the harness moves
 # from outside ([clock] kind = "faketime").
