@@ -8,9 +8,10 @@ INSTALLED := $(VENV)/.installed
 REPORT_DIR ?= reports/latest
 
 .PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq kafka examples consumer-corpus \
-	chromium faketime
+	kafka-corpus chromium faketime
 
-setup: $(INSTALLED) toxiproxy postgres rabbitmq kafka chromium faketime examples consumer-corpus
+setup: $(INSTALLED) toxiproxy postgres rabbitmq kafka chromium faketime examples consumer-corpus \
+	kafka-corpus
 
 $(INSTALLED): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +51,11 @@ examples: $(INSTALLED)
 # when done.
 consumer-corpus: $(INSTALLED)
 	@tests/consumer_corpus/install-all --python $(BIN)/python
+
+# The Kafka consumers of tests/kafka_corpus (PyPI, npm, the Go module proxy); stamped, so fast when
+# done.
+kafka-corpus: $(INSTALLED)
+	@tests/kafka_corpus/install-all --python $(BIN)/python
 
 run: setup
 	$(BIN)/idem-harness run --reference --postgres --report-dir $(REPORT_DIR)
