@@ -250,3 +250,26 @@ def test_a_cut_link_stalls_the_consumer_and_it_resumes(
                       timeout=40)
     assert consumer.effects(key) == 1
 
+
+
+def test_a_link_cut_at_the_offset_commit_reads_the_record_again_and_finds_it_done(
+    kafka_consumers: KafkaConsumers,
+) -> None:
+    """The cut lands after the effect committed and before the offset commit; it lasts until the
+    group has dropped the member (its heartbeats cannot pass), so the commit, sent once the link
+    is back, is refused, and the record is read again: a duplicate, one charge."""
+    topic, group = kafka_consumers.topic(), unique("group")
+    consumer = kafka_consumers.start(topic, group, FAULTS, store=kafka_consumers.sqlite())
+    proxy = kafka_consumers.server.proxy(kafka_consumers.link_of(consumer))
+    admin = kafka_consumers.server.admin()
+    key = unique("k")
+    produce(kafka_consumers.server, topic, [{"key": key,
+                                            "headers": {"X-Test-Pause": "before-ack:1500"}}])
+    consumer.wait_for("the pause after the work", is_("pause", key, point="before-ack"))
+    with proxy.down():
+        until("the group dropped the cut-off member", lambda: admin.group(group).members == ())
+    consumer.wait_for("the refused offset commit", is_("ack-lost", key), timeout=60)
+    consumer.wait_for("the record read again, a duplicate",
+                      is_("offset-commit", key, outcome="duplicate"), timeout=60)
+    assert consumer.count(is_("commit", key)) == 1
+    assert consumer.effects(key) == 1
