@@ -273,3 +273,20 @@ def test_a_link_cut_at_the_offset_commit_reads_the_record_again_and_finds_it_don
                       is_("offset-commit", key, outcome="duplicate"), timeout=60)
     assert consumer.count(is_("commit", key)) == 1
     assert consumer.effects(key) == 1
+
+
+def test_the_dedup_window_follows_the_test_clock(kafka_consumers: KafkaConsumers) -> None:
+    """The clock hook works on Kafka as on RabbitMQ: a copy inside the window is a duplicate,
+    one after the clock moved past it is a new job (allowed past the promised window)."""
+    topic, group = kafka_consumers.topic(), unique("group")
+    consumer = kafka_consumers.start(topic, group, ["--test-clock", "--retention", "60s"],
+                                     store=kafka_consumers.sqlite())
+    key = unique("k")
+    produce(kafka_consumers.server, topic, [{"key": key}, {"key": key}])
+    until("both copies committed", lambda: consumer.count(is_("offset-commit", key)) == 2)
+    assert consumer.effects(key) == 1
+    consumer.admin("POST", "/clock/advance", json={"seconds": 61})
+    produce(kafka_consumers.server, topic, [{"key": key}])
+    until("the late copy committed", lambda: consumer.count(is_("offset-commit", key)) == 3)
+    assert consumer.count(is_("offset-commit", key, outcome="done")) == 2
+    assert consumer.effects(key) == 2
