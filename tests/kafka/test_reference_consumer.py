@@ -290,3 +290,24 @@ def test_the_dedup_window_follows_the_test_clock(kafka_consumers: KafkaConsumers
     until("the late copy committed", lambda: consumer.count(is_("offset-commit", key)) == 3)
     assert consumer.count(is_("offset-commit", key, outcome="done")) == 2
     assert consumer.effects(key) == 2
+
+
+def test_failing_work_is_read_again_then_dead_lettered_at_max_attempts(
+    kafka_consumers: KafkaConsumers,
+) -> None:
+    """Kafka has no nack: the consumer seeks back to the record and reads it again."""
+    topic, group = kafka_consumers.topic(), unique("group")
+    consumer = kafka_consumers.start(topic, group, [*FAULTS, "--max-attempts", "3"],
+                                     store=kafka_consumers.sqlite())
+    once, always = unique("once"), unique("always")
+    produce(kafka_consumers.server, topic, [
+        {"key": once, "headers": {"X-Test-Fault": "before-work"}},
+        {"key": always, "headers": {"X-Test-Fault": "before-work:every"}}])
+    consumer.wait_for("the failing record dead-lettered", is_("dead-letter", always))
+    assert consumer.count(is_("work-failed", once)) == 1
+    assert consumer.count(is_("offset-commit", once, outcome="done")) == 1
+    assert consumer.count(is_("work-failed", always)) == 3
+    assert consumer.count(is_("nack", always)) == 2
+    assert (consumer.effects(once), consumer.effects(always)) == (1, 0)
+    [letter] = read_topic(kafka_consumers.server.bootstrap, f"{topic}.dead")
+    assert letter.header("Idempotency-Key") == always.encode()
