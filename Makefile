@@ -7,10 +7,11 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 REPORT_DIR ?= reports/latest
 
-.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq examples consumer-corpus \
-	chromium faketime
+.PHONY: setup run test lint bench clean toxiproxy postgres rabbitmq kafka examples consumer-corpus \
+	kafka-corpus chromium faketime
 
-setup: $(INSTALLED) toxiproxy postgres rabbitmq chromium faketime examples consumer-corpus
+setup: $(INSTALLED) toxiproxy postgres rabbitmq kafka chromium faketime examples consumer-corpus \
+	kafka-corpus
 
 $(INSTALLED): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +28,11 @@ postgres:
 # Debian's rabbitmq-server, for queue-consumer targets (the harness starts throwaway nodes).
 rabbitmq:
 	@scripts/ensure-rabbitmq
+
+# Apache Kafka's broker jars from Maven Central, for Kafka consumers (the harness starts throwaway
+# single-node KRaft brokers from them); stamped, so fast when done.
+kafka:
+	@scripts/ensure-kafka
 
 # libfaketime (Debian's packages) and its preload shim, for targets whose clock the harness moves
 # from outside ([clock] kind = "faketime").
@@ -45,6 +51,11 @@ examples: $(INSTALLED)
 # when done.
 consumer-corpus: $(INSTALLED)
 	@tests/consumer_corpus/install-all --python $(BIN)/python
+
+# The Kafka consumers of tests/kafka_corpus (PyPI, npm, the Go module proxy); stamped, so fast when
+# done.
+kafka-corpus: $(INSTALLED)
+	@tests/kafka_corpus/install-all --python $(BIN)/python
 
 run: setup
 	$(BIN)/idem-harness run --reference --postgres --report-dir $(REPORT_DIR)

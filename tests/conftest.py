@@ -1,5 +1,5 @@
-"""Session services for the whole suite: one Toxiproxy, one PostgreSQL and one RabbitMQ, really
-started.
+"""Session services for the whole suite: one Toxiproxy, one PostgreSQL, one RabbitMQ and one Kafka
+broker, really started.
 
 Outside CI a missing service skips the tests that need it, saying why; under ``CI=true`` it
 fails them, because a gate that silently skips its fault injection proves nothing.
@@ -13,6 +13,7 @@ import pytest
 
 from harness._errors import ServiceUnavailable
 from harness._interrupts import Interrupted, interruption_handled, raise_if_interrupted
+from harness.services._kafka import KafkaServer, start_kafka
 from harness.services._postgres import PostgresServer, start_postgres
 from harness.services._processes import stop_children_on_sigterm
 from harness.services._rabbitmq import RabbitServer, start_rabbitmq
@@ -63,6 +64,18 @@ def postgres_server() -> Iterator[PostgresServer]:
 def rabbitmq_server() -> Iterator[RabbitServer]:
     try:
         server = start_rabbitmq()
+    except ServiceUnavailable as exc:
+        missing(str(exc))
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_server(toxiproxy_server: ToxiproxyServer) -> Iterator[KafkaServer]:
+    """A throwaway broker whose proxied links have their Toxiproxy proxies (8 links: one per
+    consumer process a test runs at once); tests use topics and groups of their own."""
+    try:
+        server = start_kafka(toxiproxy=toxiproxy_server.client)
     except ServiceUnavailable as exc:
         missing(str(exc))
     with server:

@@ -62,6 +62,8 @@ def delivery_of(message: AbstractIncomingMessage) -> Delivery:
 class AmqpSettlement:
     """Ack, requeue or dead-letter one delivery, at most once, on the channel it came on."""
 
+    ack_event = "ack"
+
     def __init__(self, message: AbstractIncomingMessage) -> None:
         self._message = message
 
@@ -90,7 +92,8 @@ class AmqpSettlement:
     async def requeue(self) -> bool:
         return await self._settle(lambda: self._message.nack(requeue=True))
 
-    async def dead_letter(self) -> bool:
+    async def dead_letter(self, reason: str = "") -> bool:
+        """The broker adds ``x-death``; AMQP carries no reason of ours."""
         return await self._settle(lambda: self._message.reject(requeue=False))
 
 

@@ -2,9 +2,12 @@
 
 The dedup key is the client's header (``--dedup-header``, matched without regard to case) or,
 when the message has none, its message id; either is a key as the HTTP server accepts it (1 to
-255 printable ASCII characters).  The body is a charge exactly as ``POST /charges`` takes it,
-checked by the same ``parse_charge``.  A message that fails any of this is ``Poison``: no retry
-can make it valid, so the worker dead-letters it at once.
+255 printable ASCII characters).  A Kafka record may carry its key instead in the record's own
+key, or in a field of its JSON body (``DedupSource``); a Kafka record has no message id, and a
+missing key is then poison, never a fallback to its place in the log.  The body is a charge
+exactly as ``POST /charges`` takes it, checked by the same ``parse_charge``.  A message that
+fails any of this is ``Poison``: no retry can make it valid, so the worker dead-letters it at
+once.
 
 ``origin_key`` is the key by the correct rule whatever a flaw claims, and goes into the ledger
 beside each charge, so the harness's oracle counts effects per client key even when a flaw
@@ -17,7 +20,7 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from reference_server._charges import ChargeFields, InvalidCharge, parse_charge
 from reference_server._fingerprint import InvalidJson, canonical_json, fingerprint
@@ -25,6 +28,7 @@ from reference_server._keys import InvalidKey, parse_key
 
 __all__ = [
     "MAX_TEST_PAUSE_MS",
+    "DedupSource",
     "Delivery",
     "Job",
     "PausePoint",
@@ -35,6 +39,8 @@ __all__ = [
 ]
 
 MAX_TEST_PAUSE_MS = 600_000
+DedupSource = Literal["header", "key", "body"]
+"""Where the dedup key is: a header, the record's own key (Kafka), or a field of the body."""
 PAUSE_HEADER = "x-test-pause"
 FAULT_HEADER = "x-test-fault"
 
@@ -78,13 +84,20 @@ class Delivery:
     redelivered: bool
     delivery_count: int
     """Earlier deliveries of this message (a quorum queue's ``x-delivery-count``; 0 first)."""
+    key: bytes | None = None
+    """The record's own key (Kafka); AMQP messages have none."""
+    raw_headers: tuple[tuple[str, Any], ...] = ()
+    """The headers as they came, repeats kept (Kafka allows one name twice); empty: ``headers``."""
+    event_fields: Mapping[str, Any] | None = None
+    """What the deliver event says besides the key (a Kafka record's topic, partition, offset)."""
 
     def header(self, name: str) -> Any:
         """The value of header ``name`` in any letter case; ``Poison`` when the message
         carries it in two spellings (``Idempotency-Key`` and ``idempotency-key``): picking one
         would be a guess, as two ``Idempotency-Key`` headers of an HTTP request are."""
         wanted = name.lower()
-        found = [(key, value) for key, value in self.headers.items() if key.lower() == wanted]
+        pairs = self.raw_headers or tuple(self.headers.items())
+        found = [(key, value) for key, value in pairs if key.lower() == wanted]
         if len(found) > 1:
             spellings = " and ".join(repr(key) for key, _ in found)
             raise Poison(f"the message carries the {name} header twice ({spellings}): which "
@@ -117,12 +130,29 @@ def _key(value: Any, what: str) -> str:
         raise Poison(f"the {what} is not a usable key: {exc}") from None
 
 
-def dedup_keys(delivery: Delivery, *, dedup_header: str, key_from_header: bool) -> tuple[str, str]:
-    """``(key to claim, key by the correct rule)``; ``Poison`` when there is none."""
+def dedup_keys(
+    delivery: Delivery, *, dedup_header: str, key_from_header: bool,
+    source: DedupSource = "header", field: str = "key", body: Any = None,
+    message_id_fallback: bool = True,
+) -> tuple[str, str]:
+    """``(key to claim, key by the correct rule)``; ``Poison`` when there is none.
+
+    ``source`` says where the client's key is; ``body`` is the parsed body, for ``"body"``.
+    Without a key there, the message id stands in when ``message_id_fallback`` (AMQP: a
+    producer-chosen id); a Kafka record has no message id of the producer's.
+    """
     message_id = None if delivery.message_id is None else _key(delivery.message_id, "message id")
-    raw = delivery.header(dedup_header)
-    origin = message_id if raw is None else _key(raw, f"{dedup_header} header")
+    if source == "key":
+        raw, where = delivery.key, "record key"
+    elif source == "body":
+        raw = body.get(field) if isinstance(body, dict) else None
+        where = f"body field {field!r}"
+    else:
+        raw, where = delivery.header(dedup_header), f"{dedup_header} header"
+    origin = _key(raw, where) if raw is not None else message_id if message_id_fallback else None
     if origin is None:
+        if not message_id_fallback:
+            raise Poison(f"the message has no {where}: there is nothing to deduplicate it by")
         raise Poison(f"the message has no {dedup_header} header and no message id: there is "
                      "nothing to deduplicate it by")
     claimed = origin if key_from_header else message_id
@@ -167,14 +197,27 @@ def _test_headers(delivery: Delivery) -> tuple[TestPause | None, str | None]:
 
 def read_job(
     delivery: Delivery, *, dedup_header: str, key_from_header: bool = True,
-    test_faults: bool = False,
+    test_faults: bool = False, dedup_source: DedupSource = "header", dedup_field: str = "key",
+    message_id_fallback: bool = True,
 ) -> Job:
-    """The job a delivery asks for, or ``Poison`` saying why there is none."""
+    """The job a delivery asks for, or ``Poison`` saying why there is none.  With the key in a
+    body field, the charge is the rest of the body."""
+    document: Any = None
+    if dedup_source == "body":
+        try:
+            document = json.loads(canonical_json(delivery.body))
+        except InvalidJson as exc:
+            raise Poison(f"not a valid charge: {exc}") from None
     key, origin = dedup_keys(delivery, dedup_header=dedup_header,
-                             key_from_header=key_from_header)
+                             key_from_header=key_from_header, source=dedup_source,
+                             field=dedup_field, body=document,
+                             message_id_fallback=message_id_fallback)
     try:
         canonical = canonical_json(delivery.body)
-        fields = parse_charge(json.loads(canonical))
+        charge = json.loads(canonical)
+        if dedup_source == "body" and isinstance(charge, dict):
+            charge.pop(dedup_field, None)
+        fields = parse_charge(charge)
         pause, fail = _test_headers(delivery) if test_faults else (None, None)
     except (InvalidJson, InvalidCharge) as exc:
         raise Poison(f"not a valid charge: {exc}", origin) from None

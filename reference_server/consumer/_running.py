@@ -1,5 +1,8 @@
 """Running a consumer process: store, clock, cleanup job, worker, broker and admin port.
 
+The broker is an adapter: RabbitMQ's queue consumer (``_broker``) or a Kafka group member
+(``_kafka``), chosen by ``settings.broker``; everything else is the same process.
+
 The admin port opens only once the consumer is consuming, so a harness that waits for
 ``/_admin/health`` knows messages will be taken from then on.  SIGTERM and SIGINT stop it
 cleanly: no new deliveries, running jobs get a moment to finish, unfinished ones go back to the
@@ -26,9 +29,10 @@ from reference_server.consumer._admin import consumer_admin_app
 from reference_server.consumer._behaviour import CORRECT
 from reference_server.consumer._broker import BrokerUnreachable, QueueConsumer
 from reference_server.consumer._events import EventLog
+from reference_server.consumer._kafka import TopicConsumer
 from reference_server.consumer._settings import ConsumerSettings
 from reference_server.consumer._worker import Worker
-from reference_server.consumer.flaws import consumer_flaws_named
+from reference_server.consumer.flaws import consumer_flaws_named, kafka_consumer_flaws_named
 from reference_server.flaws import with_flaws
 from reference_server.stores import StoreUnavailable, store_from_url
 
@@ -46,14 +50,21 @@ class _AdminServer(uvicorn.Server):
 
 
 async def _serve(settings: ConsumerSettings) -> None:
-    behaviour = with_flaws(CORRECT, consumer_flaws_named(settings.flaws))
+    kafka = settings.broker == "kafka"
+    named = kafka_consumer_flaws_named if kafka else consumer_flaws_named
+    behaviour = with_flaws(CORRECT, named(settings.flaws))
     store = store_from_url(settings.store_url)
     clock = ServerClock(store, adjustable=settings.test_clock)
     cleanup = CleanupJob(store, clock, retention=behaviour.retention(settings.retention),
                          interval=settings.cleanup_interval)
     events = EventLog()
     worker = Worker(store, clock, settings=settings, behaviour=behaviour, events=events)
-    consumer = QueueConsumer(settings, worker.handle, events)
+    consumer: QueueConsumer | TopicConsumer
+    if kafka:
+        consumer = TopicConsumer(settings, worker.handle, events,
+                                 auto_commit=behaviour.auto_commit)
+    else:
+        consumer = QueueConsumer(settings, worker.handle, events)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -64,13 +75,17 @@ async def _serve(settings: ConsumerSettings) -> None:
         return {
             "status": "ok" if consumer.connected else "reconnecting",
             "role": "consumer",
+            "broker": settings.broker,
             "pid": os.getpid(),
             "store": store.kind,
             "flaw": " + ".join(settings.flaws) or None,
             "queue": settings.queue,
             "dead_letter_queue": settings.dead_letters,
             "dedup_header": settings.dedup_header,
-            "prefetch": settings.prefetch,
+            "prefetch": 1 if kafka else settings.prefetch,
+            **({"group": settings.group, "max_poll_interval": settings.max_poll_interval,
+                "session_timeout": settings.session_timeout,
+                "dedup_source": settings.dedup_source} if kafka else {}),
             "lease": settings.lease,
             "retention": settings.retention,
             "max_attempts": settings.max_attempts,
@@ -85,7 +100,8 @@ async def _serve(settings: ConsumerSettings) -> None:
     try:
         cleanup.start()
         await consumer.start(connect_timeout=settings.connect_timeout)
-        events.record("consuming", queue=settings.queue)
+        events.record("consuming", queue=settings.queue,
+                      group=settings.group if kafka else None)
         admin: _AdminServer | None = None
         if settings.admin_port is not None:
             app = consumer_admin_app(store=store, clock=clock, cleanup=cleanup, events=events,
@@ -115,7 +131,7 @@ def run_consumer(settings: ConsumerSettings) -> None:
         # The client logs every failed reconnect attempt with a traceback; the consumer says
         # once that it lost the connection, and when it is back (events disconnected and
         # reconnected).
-        for library in ("aiormq", "aio_pika"):
+        for library in ("aiormq", "aio_pika", "reference_server.consumer.librdkafka"):
             logging.getLogger(library).setLevel(logging.CRITICAL)
     try:
         asyncio.run(_serve(settings))
@@ -124,8 +140,8 @@ def run_consumer(settings: ConsumerSettings) -> None:
               "database server is running and accepts this user)", file=sys.stderr)
         raise SystemExit(STARTUP_FAILED) from None
     except BrokerUnreachable as exc:
-        print(f"error: the broker at {_redacted(settings.amqp_url)} {exc}\n({exc.fix})",
-              file=sys.stderr)
+        where = settings.bootstrap if settings.broker == "kafka" else _redacted(settings.amqp_url)
+        print(f"error: the broker at {where} {exc}\n({exc.fix})", file=sys.stderr)
         raise SystemExit(STARTUP_FAILED) from None
 
 

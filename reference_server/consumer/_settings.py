@@ -1,11 +1,14 @@
 """Everything a consumer process is told at start, in one frozen value.
 
-The CLI fills it from options; tests may build it directly.  Times are seconds.
+The CLI fills it from options; tests may build it directly.  Times are seconds.  One value for
+both brokers: with ``broker = "kafka"`` the queue is a topic read in consumer group ``group``
+from ``bootstrap`` (``amqp_url`` and ``prefetch`` unused), and the dead-letter queue a topic.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = ["ConsumerSettings"]
 
@@ -34,6 +37,22 @@ class ConsumerSettings:
     test_faults: bool = False
     flaws: tuple[str, ...] = ()  # named flaws switched on together (``flaws.combine``)
     log_level: str = "info"
+    broker: Literal["rabbitmq", "kafka"] = "rabbitmq"
+    bootstrap: str = ""
+    """Kafka: the bootstrap address (``127.0.0.1:9092``; a harness gives a proxied link's)."""
+    group: str = ""
+    """Kafka: the consumer group."""
+    dedup_source: Literal["header", "key", "body"] = "header"
+    """Where the client's dedup key is: ``dedup_header``, the Kafka record's key, or the JSON
+    body's ``dedup_field``."""
+    dedup_field: str = "key"
+    max_poll_interval: float = 300.0
+    """Kafka: a member that does not poll for this long is dropped from its group (a job that
+    pauses longer makes it a zombie: its partition goes to another member)."""
+    session_timeout: float = 10.0
+    """Kafka: a member whose heartbeats stop for this long (killed, cut off) is dropped."""
+    auto_commit_interval: float = 0.1
+    """Kafka, with the ``auto-commit-before-work`` flaw: how often offsets are committed."""
 
     @property
     def dead_letters(self) -> str:

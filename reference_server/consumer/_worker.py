@@ -66,11 +66,18 @@ class Settlement(Protocol):
     @property
     def open(self) -> bool: ...
 
+    @property
+    def ack_event(self) -> str:
+        """The event a successful ``ack`` is reported as: ``ack`` (AMQP), ``offset-commit``
+        (Kafka)."""
+
     async def ack(self) -> bool: ...
 
     async def requeue(self) -> bool: ...
 
-    async def dead_letter(self) -> bool: ...
+    async def dead_letter(self, reason: str = "") -> bool:
+        """Move the message where poison goes; ``reason`` travels with it where the broker
+        allows (a Kafka header)."""
 
 
 class _WorkFailed(Exception):
@@ -89,6 +96,7 @@ class Worker:
         self._events = events
         self._retention = timedelta(seconds=behaviour.retention(settings.retention))
         self._lease = timedelta(seconds=settings.lease)
+        self._remembered: set[str] = set()  # the dedup-in-memory flaw's whole dedup table
 
     async def handle(self, delivery: Delivery, settle: Settlement) -> None:
         """Process one delivery and settle it; never raises for anything a message contains."""
@@ -97,13 +105,17 @@ class Worker:
                 delivery, dedup_header=self._settings.dedup_header,
                 key_from_header=self._behaviour.key_from_header,
                 test_faults=self._settings.test_faults,
+                dedup_source=self._settings.dedup_source,
+                dedup_field=self._settings.dedup_field,
+                message_id_fallback=self._settings.broker == "rabbitmq",
             )
         except Poison as exc:
             job = exc
         key = job.key if isinstance(job, Poison) else job.origin_key
         self._events.record("deliver", key=key, message_id=delivery.message_id,
                             redelivered=delivery.redelivered,
-                            delivery_count=delivery.delivery_count)
+                            delivery_count=delivery.delivery_count,
+                            **(delivery.event_fields or {}))
         if self._behaviour.ack == "before-work" and not await self._ack(settle, key, "received"):
             return
         if isinstance(job, Poison):
@@ -114,6 +126,8 @@ class Worker:
                 await self._work_unclaimed(job, settle, delivery)
             elif self._behaviour.dedup == "after-work":
                 await self._work_then_record_key(job, settle, delivery)
+            elif self._behaviour.dedup == "memory":
+                await self._work_remembered(job, settle, delivery)
             else:
                 await self._claim_then_work(job, settle, delivery)
         except _WorkFailed as exc:
@@ -219,6 +233,19 @@ class Worker:
                                         client_key=job.origin_key))
         await self._committed(job, charge, settle)
 
+    async def _work_remembered(self, job: Job, settle: Settlement, delivery: Delivery) -> None:
+        """Flaw ``dedup-in-memory``: the keys this process finished, in a set of its own."""
+        if job.key in self._remembered:
+            await self._ack(settle, job.origin_key, "duplicate")
+            return
+        if await self._exhausted(job, settle, delivery):
+            return
+        self._events.record("claim", key=job.origin_key, token=0)
+        charge = await self._work(job)
+        await self._store.record_charges([charge], job.origin_key)
+        self._remembered.add(job.key)
+        await self._committed(job, charge, settle)
+
     # -- steps ------------------------------------------------------------------------------
 
     async def _request(self, job: Job) -> ClaimRequest:
@@ -265,7 +292,7 @@ class Worker:
 
     async def _ack(self, settle: Settlement, key: str | None, outcome: str) -> bool:
         if await settle.ack():
-            self._events.record("ack", key=key, outcome=outcome)
+            self._events.record(settle.ack_event, key=key, outcome=outcome)
             return True
         self._events.record("ack-lost", key=key, outcome=outcome,
                             reason="the channel closed before the ack")
@@ -278,7 +305,7 @@ class Worker:
 
     async def _dead_letter(self, settle: Settlement, key: str | None, reason: str) -> None:
         logger.warning("dead-lettering a message (key %s): %s", key, reason)
-        if await settle.dead_letter():
+        if await settle.dead_letter(reason):
             self._events.record("dead-letter", key=key, queue=self._settings.dead_letters,
                                 reason=reason)
 

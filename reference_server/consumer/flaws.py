@@ -13,8 +13,17 @@ from typing import TypeAlias
 from reference_server.consumer._behaviour import ConsumerBehaviour
 from reference_server.flaws import Flaw, UnknownFlaw, combine
 
-__all__ = ["CONSUMER_CANNOT_COMBINE", "CONSUMER_FLAWS", "ConsumerFlaw", "UnknownConsumerFlaw",
-           "consumer_flaws_named", "get_consumer_flaw"]
+__all__ = [
+    "CONSUMER_CANNOT_COMBINE",
+    "CONSUMER_FLAWS",
+    "KAFKA_CONSUMER_FLAWS",
+    "ConsumerFlaw",
+    "UnknownConsumerFlaw",
+    "consumer_flaws_named",
+    "get_consumer_flaw",
+    "get_kafka_consumer_flaw",
+    "kafka_consumer_flaws_named",
+]
 
 #: A consumer flaw is the HTTP server's kind of flaw, flipping a switch of ``ConsumerBehaviour``
 #: (a type only: a frozen, slotted generic dataclass cannot be called through its alias).
@@ -120,3 +129,74 @@ def consumer_flaws_named(names: Sequence[str]) -> list[ConsumerFlaw]:
     """The consumer's flaws by name, checked to combine (``UnknownFlaw``, ``FlawClash``)."""
     return combine([get_consumer_flaw(name) for name in names],
                    cannot=CONSUMER_CANNOT_COMBINE)
+
+
+_KAFKA: tuple[ConsumerFlaw, ...] = (
+    Flaw("auto-commit-before-work", ("P2",), {"auto_commit": True}, """
+Lets the client commit offsets on a timer (enable.auto.commit), whatever the work did.
+
+Mistake: Kafka's default: every auto.commit.interval.ms the client commits the position poll
+has reached, so a record is committed while its job still runs (or before it starts); a
+consumer that dies then restarts past it, and nobody does the job.
+Breaks: P2 (every acknowledged message has exactly one effect once the topic drains).
+See it: produce a record with X-Test-Pause: before-work:5000 (--test-faults), wait for its
+offset-commit event (outcome auto), kill the consumer, restart it: no charge, nothing to read.
+"""),
+    Flaw("dedup-in-memory", ("P1",), {"dedup": "memory"}, """
+Remembers finished keys in the process's memory only.
+
+Mistake: a set of seen keys in the consumer; but a restart forgets it, and after a rebalance
+another member of the group, with a memory of its own, reads the record again from the last
+committed offset (a kill after the work and before the offset commit, a member kept past
+max.poll.interval.ms).
+Breaks: P1 (at most one effect per dedup key).
+See it: produce a record with X-Test-Pause: before-ack:5000, kill the consumer during the pause
+(after the charge, before the offset commit), restart it: a second charge.
+"""),
+    Flaw("dedup-separate-txn", ("P1", "P9"), {"dedup": "after-work"}, """
+Writes the effect and the dedup row in two transactions: look, work and commit, then the key.
+
+Mistake: the dedup table is written after the effect, in a transaction of its own, so a copy
+read meanwhile by another member (a producer retry landing on another partition, a zombie's
+partition handed over) finds no key and runs the job too, and a crash between the two writes
+leaves an effect whose record is read again and runs again.
+Breaks: P1 (two effects for one key) and P9 (a crash does not converge to one effect).
+See it: two members, a copy of one record on each of two partitions, the job slowed by
+X-Test-Pause: before-work:500: two charges.
+"""),
+    Flaw("commit-before-work", ("P2",), {"ack": "before-work"}, """
+Commits each record's offset as soon as it is read, before the job.
+
+Mistake: commitSync() at the top of the handler "so a slow job is not read twice"; if the
+consumer dies (or its work fails) after the commit, the group has moved past the record and
+nobody does the job.
+Breaks: P2 (every acknowledged message has exactly one effect once the topic drains).
+See it: produce a record with X-Test-Pause: before-work:5000, kill the consumer while it waits,
+restart it: nothing is read again, and there is no charge.
+"""),
+    Flaw("dedup-on-offset", ("P1",), {"key_from_header": False}, """
+Deduplicates on the record's place in the log (topic, partition, offset), not on its key.
+
+Mistake: the offset looks like a unique message id, and it does stop a record read twice from
+running twice; but a producer that retries a send (its acknowledgement was lost) writes the
+same job again at a new offset, which this consumer takes for a new job.
+Breaks: P1 (at most one effect per dedup key).
+See it: produce the same record twice (a producer retry): two charges.
+"""),
+)
+
+KAFKA_CONSUMER_FLAWS: dict[str, ConsumerFlaw] = {flaw.name: flaw for flaw in _KAFKA}
+
+
+def get_kafka_consumer_flaw(name: str) -> ConsumerFlaw:
+    try:
+        return KAFKA_CONSUMER_FLAWS[name]
+    except KeyError:
+        raise UnknownFlaw(name, KAFKA_CONSUMER_FLAWS, "Kafka consumer flaw") from None
+
+
+def kafka_consumer_flaws_named(names: Sequence[str]) -> list[ConsumerFlaw]:
+    """The Kafka consumer's flaws by name, checked to combine (``UnknownFlaw``, ``FlawClash``):
+    any two that flip one switch (``commit-before-work`` and ``auto-commit-before-work`` do
+    not; ``dedup-in-memory`` and ``dedup-separate-txn`` do) are refused."""
+    return combine([get_kafka_consumer_flaw(name) for name in names])
