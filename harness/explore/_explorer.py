@@ -14,7 +14,10 @@ database under the state directory (``database``), so the next exploration tries
 
 from __future__ import annotations
 
+import ast
+import functools
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -471,6 +474,7 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     failures kept so far, and the one being shortened with its story as far as shrinking got;
     the last files are written with the signals held back, so a second Ctrl-C cannot leave
     them half-done."""
+    _parse_one_at_a_time()
     seed = _seed(config)
     front = front_for(config.target)
     jobs, alone = searches_at_once(config.target, config.jobs)
@@ -497,6 +501,28 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
         exploration = _report(config, front, seed, started_at, time.monotonic() - clock, found,
                               emit, at_once)
     return exploration
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse_one_at_a_time() -> None:
+    """CPython before 3.12 cannot run ``ast.parse`` in two threads at once ("SystemError: AST
+    constructor recursion depth mismatch", cpython#106905), and Hypothesis parses source while
+    it draws (a rule's precondition, described from its lambda's source).  Explorations run in
+    threads (``--jobs``; the corpus tests play services side by side), so every parse in this
+    process takes a lock; installed once, never removed (a thread may be inside it)."""
+    if sys.version_info >= (3, 12) or getattr(ast.parse, "_one_at_a_time", False):
+        return
+    parse = ast.parse
+
+    @functools.wraps(parse)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with _PARSE_LOCK:
+            return parse(*args, **kwargs)
+
+    locked._one_at_a_time = True  # type: ignore[attr-defined]
+    ast.parse = locked
 
 
 def _one_at_a_time(emit: Callable[[RunEvent], None]) -> Callable[[RunEvent], None]:

@@ -49,7 +49,7 @@ from typing import Any
 from harness._errors import ServiceError, ServiceUnavailable, ToxiproxyError, UsageError
 from harness.services import _containers
 from harness.services._kafka_client import KafkaAdmin, KafkaProducer, kafka_answers
-from harness.services._network import free_port, port_taken, require_loopback
+from harness.services._network import free_ports, port_taken, require_loopback
 from harness.services._paths import project_root
 from harness.services._processes import ManagedProcess
 from harness.services._toxiproxy import ToxiproxyClient, ToxiproxyProxy
@@ -272,8 +272,9 @@ class _Broker:
         self.root = Path(tempfile.mkdtemp(prefix="idem-kafka-"))
         self.java = java
         self.classpath = f"{libs}/*"
-        self.port = free_port()
-        self.controller_port = free_port()
+        taken = {port for pair in link_ports for port in pair}
+        self.port, self.controller_port = [
+            port for port in free_ports(len(taken) + 2) if port not in taken][:2]
         self.links = tuple(
             KafkaLink(index, f"LINK{index}", broker_port, proxy_port)
             for index, (broker_port, proxy_port) in enumerate(link_ports))
@@ -348,7 +349,10 @@ class _Broker:
             raise ServiceUnavailable("Kafka", f"formatting its storage took over "
                                      f"{_FORMAT_TIMEOUT:g} s", _INSTALL_FIX) from exc
         if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip().splitlines()[-10:]
+            # the exception's own line (what is wrong) before the last lines of its stack
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            said = [line for line in lines if not line.lstrip().startswith("at ")][:5] \
+                + lines[-3:]
             raise ServiceUnavailable(
                 "Kafka", f"kafka.tools.StorageTool format exited {done.returncode}:\n"
                 + "\n".join(said), _INSTALL_FIX)
@@ -381,14 +385,15 @@ def _start_broker(java: str, libs: Path, *, links: int,
         proxies: list[ToxiproxyProxy] = []
         broker: _Broker | None = None
         try:
-            broker_ports = [free_port() for _ in range(links)]
+            broker_ports = free_ports(links)
             if toxiproxy is not None:
                 name = f"kafka-{os.getpid()}-{secrets.token_hex(3)}"
                 proxies = [toxiproxy.create_proxy(f"{name}-link{index}", f"{_HOST}:{port}")
                            for index, port in enumerate(broker_ports)]
                 link_ports = [proxy.port for proxy in proxies]
             else:
-                link_ports = [free_port() for _ in range(links)]
+                link_ports = [p for p in free_ports(2 * links)
+                              if p not in broker_ports][:links]
             broker = _Broker(java, libs, link_ports=list(zip(broker_ports, link_ports,
                                                              strict=True)))
             broker.start()

@@ -56,6 +56,18 @@ def require_loopback(address: str, *, allow_remote: bool = False) -> None:
         raise RemoteTargetRefused(address)
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` different ports that were free a moment ago (``free_port`` picks at random,
+    so two picks may agree: a service that listens on several, a Kafka broker's listeners,
+    refuses to start on one port twice)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free on ``host`` a moment ago, for a service about to listen on it.
 
