@@ -10,10 +10,10 @@ connection into the next.
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import math
 import random
+import socket
 import ssl
 import time
 from collections.abc import Iterable, Mapping
@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+import h11
 import httpx
 import rfc8785
 
@@ -68,6 +69,27 @@ class Client(Protocol):
              timeout: float | None = None, instance: int = 0) -> Event:
         """Send one attempt and return its completion event."""
         ...
+
+
+def _read_answer(reader: h11.Connection,
+                 connection: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """Read one answer from ``connection`` through ``reader``: its status, headers and whole
+    body; ``h11.RemoteProtocolError`` when the connection ends before the answer does."""
+    status, headers, body = 0, {}, bytearray()
+    while True:
+        event = reader.next_event()
+        if event is h11.NEED_DATA:
+            reader.receive_data(connection.recv(65536))  # b"": the connection ended
+        elif isinstance(event, h11.InformationalResponse):
+            continue
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+            headers = {name.decode("latin-1"): value.decode("latin-1")
+                       for name, value in event.headers}
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+            return status, headers, bytes(body)
 
 
 def _printable(value: str) -> bool:
@@ -260,34 +282,41 @@ class RecordingClient:
     def _send_verbatim(self, invocation: Event, method: str, url: str, raw: bytes,
                        headers: dict[str, str], timeout: float | None) -> Event:
         """Send header bytes that httpx (rightly) refuses to send, such as control characters
-        and UTF-8 in a key, through ``http.client``: the target must see the hostile input."""
+        and UTF-8 in a key, on a socket of its own: the target must see the hostile input.  The
+        answer is read by h11, as httpx reads one, so that an answer cut short (a fault that
+        cuts the response inside its header block, which ``http.client`` takes for a whole
+        header block with no length and an empty body) is a lost answer, never a short one."""
         parts = urlsplit(url)
-        connection = http.client.HTTPConnection(
-            parts.hostname or "127.0.0.1", parts.port,
-            timeout=timeout if timeout is not None else self.target.client.timeout,
-        )
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        framing = [("Host", f"{host}:{port}"), ("Content-Length", str(len(raw))),
+                   ("Connection", "close")]
+        head = b"".join(f"{name}: ".encode() + value.encode("utf-8", "surrogateescape") + b"\r\n"
+                        for name, value in [*framing[:1], *headers.items(), *framing[1:]])
+        reader = h11.Connection(h11.CLIENT)  # told of the request so that it reads the answer
+        reader.send(h11.Request(method=method, target=target, headers=framing))
+        reader.send(h11.EndOfMessage() if not raw else h11.Data(data=raw))
+        if raw:
+            reader.send(h11.EndOfMessage())
+        wait = timeout if timeout is not None else self.target.client.timeout
         try:
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            connection.putrequest(method, target, skip_accept_encoding=True)
-            for name, value in headers.items():
-                connection.putheader(name, value.encode("utf-8", "surrogateescape"))
-            connection.putheader("Content-Length", str(len(raw)))
-            connection.endheaders(raw)
-            response = connection.getresponse()
-            content = response.read()
+            with socket.create_connection((host, port), timeout=wait) as connection:
+                connection.sendall(f"{method} {target} HTTP/1.1\r\n".encode() + head + b"\r\n"
+                                   + raw)
+                status, answer_headers, content = _read_answer(reader, connection)
         except ConnectionRefusedError as exc:
             return self.history.complete(invocation, "fail", error="connect",
                                          value={"detail": str(exc)})
         except TimeoutError as exc:
             return self.history.complete(invocation, "info", error="timeout",
                                          value={"detail": str(exc)})
-        except (OSError, http.client.HTTPException) as exc:
+        except h11.RemoteProtocolError as exc:
+            return self.history.complete(invocation, "info", error="disconnected",
+                                         value={"detail": str(exc)})
+        except OSError as exc:
             return self.history.complete(invocation, "info", error="reset",
                                          value={"detail": str(exc) or type(exc).__name__})
-        finally:
-            connection.close()
-        return self._record_answer(invocation, response.status, dict(response.getheaders()),
-                                   content)
+        return self._record_answer(invocation, status, answer_headers, content)
 
     def _record_answer(self, invocation: Event, status: int, all_headers: Mapping[str, str],
                        content: bytes) -> Event:

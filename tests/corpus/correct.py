@@ -54,7 +54,8 @@ def play_every_correct_service(front: str, tmp_path_factory: pytest.TempPathFact
     env = {**os.environ, "TOXIPROXY_URL": toxiproxy.url}
     order = [*SLOWEST_FIRST, *(n for n in SERVICES if n not in SLOWEST_FIRST)]
     reports = {name: tmp_path_factory.mktemp(f"{front}-{name}") for name in order}
-    extra = (["--max-examples", str(EXPLORE_EXAMPLES), "--shrink-time", "10s"]
+    # one search each (the services already run side by side): --jobs has tests of its own
+    extra = (["--max-examples", str(EXPLORE_EXAMPLES), "--shrink-time", "10s", "--jobs", "1"]
              if front == "explore" else [])
 
     def play(name: str) -> None:
