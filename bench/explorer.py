@@ -59,7 +59,7 @@ from reference_server.flaws import FLAWS
 
 MAX_OPERATIONS = 6
 #: Issue 37's reference server with four flaws at once, and the kind each must be reported as.
-MULTI = {"no-body-hash": "P4 reuse-not-refused:body",
+MULTI = {"no-body-hash": "P4 reuse-replayed:body",
          "no-tenant-scope": "P8 keys-not-scoped-per-tenant",
          "stuck-after-crash": "P9 stuck",
          "split-commit": "P9 stuck-after-charge"}  # with no lease recovery: stuck, charged

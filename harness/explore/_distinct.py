@@ -87,7 +87,7 @@ def kinds_of(findings: Iterable[Finding], doubted: Iterable[Finding] = ()) -> fr
 
 
 def label(kinds: Iterable[Kind]) -> str:
-    """Kinds in words, safety first: ``P9 stuck-after-charge, P4 reuse-not-refused:body``."""
+    """Kinds in words, safety first: ``P9 stuck-after-charge, P4 reuse-replayed:body``."""
     ordered = sorted(kinds, key=lambda k: (klass_of(k.property) != "safety",
                                            int(k.property[1:]), k.mechanism))
     return ", ".join(str(k) for k in ordered)

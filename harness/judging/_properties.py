@@ -488,8 +488,7 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                         + (": the client believes its second request happened" if attempt.ok
                            else ""),
                         view.evidence([original, attempt]),
-                        mechanism="reuse-not-refused:"
-                                  + next(iter(_changes(original, attempt)), "body"),
+                        mechanism=_reuse_mechanism(original, attempt),
                     )
 
 
@@ -535,6 +534,17 @@ def _changes(original: Attempt, reuse: Attempt) -> list[str]:
     return [what for what, a, b in zip(("method", "operation", "query"), one, other,
                                        strict=True) if a != b] + (
         ["body"] if first.body != second.body else [])
+
+
+def _reuse_mechanism(original: Attempt, reuse: Attempt) -> str:
+    """How a reuse went unrefused, and what it changed: answered with the original's response
+    (the fingerprint left the change out), executed as a new operation (the key forgotten or
+    not claimed), or answered another status; ``reuse-replayed:body``."""
+    change = next(iter(_changes(original, reuse)), "body")
+    if not reuse.ok:
+        return f"reuse-answered-{reuse.status}:{change}"
+    replayed = reuse.resource is not None and reuse.resource == original.resource
+    return f"reuse-{'replayed' if replayed else 'executed'}:{change}"
 
 
 def _answer_to_reuse(original: Attempt, reuse: Attempt) -> str:

@@ -56,12 +56,12 @@ def test_a_duplicate_is_told_by_how_it_ran_twice_not_by_the_lost_outcome_beside_
 
 def test_findings_about_no_key_are_kinds_of_their_own_and_keys_or_timings_do_not_matter() -> None:
     one = kinds_of([_finding("P11", None, "expired-keys-kept"),
-                    _finding("P4", "a/k1", "reuse-not-refused:body")])
-    other = kinds_of([_finding("P4", "a/k7", "reuse-not-refused:body"),
+                    _finding("P4", "a/k1", "reuse-replayed:body")])
+    other = kinds_of([_finding("P4", "a/k7", "reuse-replayed:body"),
                       _finding("P11", None, "expired-keys-kept")])
     assert one == other == {Kind("P11", "expired-keys-kept"),
-                            Kind("P4", "reuse-not-refused:body")}
-    assert label(one) == "P4 reuse-not-refused:body, P11 expired-keys-kept"
+                            Kind("P4", "reuse-replayed:body")}
+    assert label(one) == "P4 reuse-replayed:body, P11 expired-keys-kept"
 
 
 def test_a_cause_seen_only_with_a_moved_clock_still_names_its_key() -> None:

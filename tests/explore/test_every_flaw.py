@@ -17,7 +17,7 @@ from reference_server.flaws import FlawClash, flaws_named
 
 #: Issue 37's "done when": four flaws at once, and the kind each is reported as (with no lease
 #: recovery, split-commit's crash after the work leaves its key stuck with the charge made).
-FOUR = {"no-body-hash": "P4 reuse-not-refused:body",
+FOUR = {"no-body-hash": "P4 reuse-replayed:body",
         "no-tenant-scope": "P8 keys-not-scoped-per-tenant",
         "stuck-after-crash": "P9 stuck",
         "split-commit": "P9 stuck-after-charge"}
