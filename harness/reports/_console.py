@@ -24,7 +24,7 @@ from harness._outcomes import (
 )
 from harness.judging._findings import Finding
 from harness.reports._results import requests_sent, run_account
-from harness.reports._runview import by_key
+from harness.reports._runview import by_key, row_verdict
 
 __all__ = ["ConsoleReport", "account_lines", "summary_table"]
 
@@ -55,7 +55,8 @@ def summary_table(result: RunResult) -> Table:
     for outcome in result.outcomes:
         found = ", ".join(sorted({f.property for f in outcome.findings})) or (
             escape(outcome.reason or "") if outcome.verdict in ("n/a", "unknown") else "")
-        table.add_row(outcome.name, _verdict(outcome.verdict), str(requests_sent(outcome)), found,
+        table.add_row(outcome.name, _verdict(row_verdict(result, outcome)),
+                      str(requests_sent(outcome)), found,
                       f"{outcome.seconds:.1f}s")
     return table
 
@@ -124,7 +125,7 @@ class ConsoleReport:
             if not self._running:
                 self._stop_live()
             if not self.quiet:
-                self._line(event.outcome, position)
+                self._line(event.outcome, position, row_verdict(event.partial, event.outcome))
         elif isinstance(event, RunFinished):
             self._summary(event.result)
 
@@ -174,9 +175,9 @@ class ConsoleReport:
             self._live.stop()
             self._live = None
 
-    def _line(self, outcome: ScenarioOutcome, position: str) -> None:
+    def _line(self, outcome: ScenarioOutcome, position: str, verdict: str) -> None:
         line = Text(f"{position} {outcome.name} ")
-        line.append_text(_verdict(outcome.verdict))
+        line.append_text(_verdict(verdict))
         if outcome.reason:
             line.append(f"  ({outcome.reason})", style="dim")  # Text: no markup parsing
         self.console.print(line)
@@ -197,6 +198,11 @@ class ConsoleReport:
             if outcome.verdict == "unknown":
                 self.console.print(Text(f"unknown {outcome.name}", style="yellow"),
                                    Text(f": {unknown_reason(outcome)}"), soft_wrap=True)
+        if result.exercised_nothing:
+            self.console.print(Text("nothing was exercised", style="yellow"),
+                               Text(": every scenario was not applicable to this target (each "
+                                    "says what it needs), so the run cannot pass"),
+                               soft_wrap=True)
         if result.unfinished:
             self.console.print(Text("not run", style="yellow"),
                                Text(f": {', '.join(result.unfinished)}"), soft_wrap=True)
