@@ -58,6 +58,16 @@ LEASE_SLACK = 2.0
 #: hook; a longer one can only run out on a clock the harness moves.
 REAL_LEASE_LIMIT = 60.0
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+#: An HTTP method a request or hook may use, in any case, kept upper-case: a misspelling
+#: (``PUTT``) is refused in the file instead of sent to the service.
+Method = Annotated[Literal["POST", "PUT", "PATCH", "DELETE", "GET", "HEAD", "OPTIONS"],
+                   BeforeValidator(_upper)]
 ErrorPolicy = Literal["release", "store"]
 
 
@@ -117,7 +127,7 @@ class Endpoint(_Section):
     """
 
     name: str = ""
-    method: str = "POST"
+    method: Method = "POST"
     path: str = "/charges"
     body: dict[str, Any] = Field(default_factory=lambda: {"amount": "{amount}", "currency": "usd"})
     headers: dict[str, str] = Field(default_factory=dict)
@@ -378,7 +388,7 @@ class ClockHook(_Section):
     sees where a restarted clock stands; without it, ``restart_resets`` says whether a restart
     resets the clock (true) or keeps it (false, a clock kept in the store)."""
 
-    method: str = "POST"
+    method: Method = "POST"
     path: str
     body: dict[str, Any] = Field(default_factory=lambda: {"seconds": "{seconds}"})
     read: str | None = None
@@ -461,7 +471,7 @@ class StoreSizeHook(_Section):
     DBSIZE) and ``in_progress_pattern``.  Services whose store is a database or Redis rarely
     offer a statistics route."""
 
-    method: str = "GET"
+    method: Method = "GET"
     path: str | None = None
     rows: str = "rows"
     in_progress: str | None = None
@@ -503,7 +513,7 @@ class StoreSizeHook(_Section):
 
 
 class CallHook(_Section):
-    method: str = "POST"
+    method: Method = "POST"
     path: str
 
 
@@ -670,6 +680,13 @@ class Target(_Section):
     @property
     def enable_hints(self) -> Mapping[str, str]:
         return self._enable_hints
+
+    @property
+    def declares_endpoint(self) -> bool:
+        """Did the file say which request causes the side effect (``[endpoint]`` or
+        ``[[operations]]``)?  Without it the harness sends the default, ``POST /charges``
+        with ``{"amount": ..., "currency": "usd"}``, and says so when a run starts."""
+        return "endpoint" in self.model_fields_set
 
     @property
     def keyed_operations(self) -> tuple[Endpoint, ...]:

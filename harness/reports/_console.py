@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from rich.console import Console
@@ -22,6 +23,7 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
+from harness._target import Target
 from harness.judging._findings import Finding
 from harness.reports._results import requests_sent, run_account
 from harness.reports._runview import by_key, row_verdict
@@ -104,6 +106,7 @@ class ConsoleReport:
                 f"[bold]idem-harness[/] target [cyan]{event.target.name}[/] · "
                 f"{len(event.scenarios)} scenario(s) · seed {event.seed}"
                 + (f" · report {event.report_dir}" if event.report_dir else ""))
+            self._default_endpoint(event.target)
         elif isinstance(event, ScenarioStarted):
             self._current, self._requests, self._unanswered = event.name, 0, 0
             self._faults, self._clock, self._down = [], 0.0, False
@@ -128,6 +131,19 @@ class ConsoleReport:
                 self._line(event.outcome, position, row_verdict(event.partial, event.outcome))
         elif isinstance(event, RunFinished):
             self._summary(event.result)
+
+    def _default_endpoint(self, target: Target) -> None:
+        """A target file without ``[endpoint]`` means the default request; say which, since
+        a service with another route would otherwise answer 404 to a whole run."""
+        if getattr(target, "kind", "http") != "http" or target.declares_endpoint:
+            return
+        endpoint = target.endpoint
+        self.console.print(
+            Text("note", style="yellow"),
+            Text(f": {target.source or target.name} has no [endpoint], so every request is the "
+                 f"default {endpoint.method} {endpoint.path} with the body "
+                 f"{json.dumps(endpoint.body)}; declare [endpoint] (method, path, body) if the "
+                 "service's keyed request is another"), soft_wrap=True)
 
     def _follow(self, step: Step) -> None:
         """Keep the live line's counters: requests, lost answers, faults acting, clock."""
