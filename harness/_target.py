@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness._durations import parse_duration
+from harness._durations import format_duration, parse_duration
 
 __all__ = [
     "LEASE_SLACK",
@@ -346,6 +346,11 @@ class Promises(_Section):
     #: fingerprint is method, path and body; a service that also hashes the query says so.
     query_in_fingerprint: bool = False
     cleanup_interval: Duration | None = None
+    #: How coarse the store's expiry is: a record may outlive the retention by this much and
+    #: still be no unremoved key (P11).  Redis ``EXPIRE``/``SETEX`` take whole seconds and
+    #: remove an expired key lazily or in a sampling cycle: a second by default; a store that
+    #: expires by the minute (a cron sweep) says so.
+    expiry_granularity: Duration = 1.0
 
     @property
     def in_progress_statuses(self) -> frozenset[int]:
@@ -358,6 +363,15 @@ class Promises(_Section):
         """The in-progress status the target names first (the one noted against the draft)."""
         status = self.in_progress_status
         return status[0] if isinstance(status, tuple) else status
+
+    def expiry_allowance(self) -> tuple[float, str]:
+        """How long past its retention a record may still be in the store without a flaw
+        (the store's expiry granularity and the cleanup interval), and that in words."""
+        interval = self.cleanup_interval or 0.0
+        words = (f"{format_duration(self.expiry_granularity)} for the store's expiry "
+                 "granularity" + (f" and {format_duration(interval)} for the cleanup interval"
+                                  if interval else ""))
+        return self.expiry_granularity + interval, words
 
     def says_in_progress(self, status: int | None) -> bool:
         return status is not None and status in self.in_progress_statuses
