@@ -329,6 +329,14 @@ class _Observer:
 
     def _in_progress(self) -> Iterator[Observation]:
         met = self._meet_in_progress()
+        if met is None and self.target.hooks.slow is None:
+            yield Observation(
+                "promises", "in_progress", "unknown",
+                f"{_COPIES} copies sent at once were each answered 2xx: without a slow hook "
+                "probe cannot hold the original, so a copy answered with the replay may have "
+                "come after it had finished, and whether the service waits or answers 409 is "
+                "unknown; a slow hook ([hooks.slow]) lets probe hold it")
+            return
         if met is None:
             yield Observation(
                 "promises", "in_progress", "unknown",
@@ -409,26 +417,11 @@ class _Observer:
             thread.start()
         for thread in threads:
             thread.join(timeout=self.target.client.timeout + 30)
+        # A copy refused (409 at once) met another running.  A copy answered with the replay
+        # proves nothing: sent before the first answer arrived, it may still have reached the
+        # service after the original had finished (one worker serves them one by one).
         met = next((a for a in answers if a.status is not None and not _ok(a)), None)
-        if met is not None:
-            return met, 0.0
-        return self._replayed_while_running(answers)
-
-    def _replayed_while_running(self, answers: list[Event]) -> tuple[Event, float] | None:
-        """Every copy got a 2xx: the one that charged first, and a copy sent before it was done
-        that got its replay: it met the original running, and waited for (or was handed) its
-        answer.  How long it took is how long it waited."""
-        invoked = {e.op: e for e in self.session.history.events()
-                   if e.f == "request" and e.type == "invoke"}
-        done = sorted((a for a in answers if _ok(a) and a.op in invoked), key=lambda a: a.time)
-        if len(done) < 2:
-            return None
-        original = done[0]
-        for answer in done[1:]:
-            sent = invoked[answer.op].time
-            if sent < original.time and self._is_replay_of(answer, original):
-                return answer, answer.time - sent
-        return None
+        return (met, 0.0) if met is not None else None
 
     # ---- keys ----------------------------------------------------------------------------------
 

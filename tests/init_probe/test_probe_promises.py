@@ -73,6 +73,17 @@ def test_a_refusal_that_changed_the_key_is_not_taken_for_the_query_string(
 
 def test_a_retry_answered_with_the_replay_while_the_original_ran_met_it(
         env: dict[str, str], tmp_path: Path) -> None:
-    said, text = _probe(env, tmp_path, "wait", "", hooks="")  # no slow hook: copies at once
+    said, text = _probe(env, tmp_path, "wait", "")  # the slow hook holds the original
     assert "no retry met the original" not in said, said
     assert load_target(tmp_path / "target.toml").promises.in_progress == "wait", text
+
+
+def test_without_a_slow_hook_a_replay_to_copies_at_once_is_no_promise(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """Copies sent at once and each answered 2xx show nothing: a copy sent before the first
+    answer arrived may have reached the service after the original had finished.  Without a
+    way to hold the original, ``in_progress`` is unknown, with the hint (issue 38, item 5)."""
+    said, text = _probe(env, tmp_path, "wait", "", hooks="")
+    assert "in_progress" not in load_target(tmp_path / "target.toml").promises.model_fields_set, \
+        text
+    assert "[hooks.slow]" in said and "unknown" in said, said
