@@ -17,44 +17,29 @@ from collections.abc import Collection, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from harness._client import Request
 from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._history import Event
 from harness._target import Target
+from harness.drafting._probe_clock import restart_resets
 from harness.drafting._probe_keys import KeyRules, disagreements, probe_keys, proposed_pattern
 from harness.drafting._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
+from harness.drafting._probe_types import Kind, Observation
+from harness.drafting._probe_types import answered_2xx as _ok
+from harness.drafting._probe_types import describe_answer as _answer
 from harness.services._paths import state_dir
 from harness.services._toxiproxy import start_toxiproxy
 
 __all__ = ["DRAFT", "Observation", "ProbeReport", "declared_in", "probe_target"]
 
-Kind = Literal["confirmed", "learned", "deviation", "bug", "unknown"]
 #: What the IETF draft says, where a probe compares.
 DRAFT = {"missing": 400, "mismatch": 422, "in_progress": 409}
 #: How long the slow hook holds the original, in milliseconds: long enough to meet it.
 _SLOW_MS = 1500
 _COPIES = 6  # concurrent copies of one request, when the target has no slow hook
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What a probe saw about one promise (``field`` None: about the section as a whole)."""
-
-    section: str
-    field: str | None
-    kind: Kind
-    note: str
-    #: What to write, for ``learned`` and ``deviation``; the file's value stays otherwise.
-    value: Any = None
-
-    @property
-    def writes(self) -> bool:
-        """Does it change the file's value?  (A confirmed one is written only where the file
-        leaves the promise to its default.)"""
-        return self.kind in ("learned", "deviation") and self.value is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +51,6 @@ class ProbeReport:
     tenant: str | None
 
 
-def _ok(event: Event | None) -> bool:
-    return event is not None and event.status is not None and 200 <= event.status < 300
 
 
 def _refused(event: Event | None) -> bool:
@@ -79,12 +62,6 @@ def _title(header: str) -> str:
     return "-".join(part.capitalize() for part in header.split("-"))
 
 
-def _answer(event: Event | None) -> str:
-    if event is None:
-        return "no answer"
-    if event.status is None:
-        return f"no answer ({event.error})"
-    return str(event.status)
 
 
 class _Observer:
@@ -116,6 +93,7 @@ class _Observer:
         yield from self._validation()
         yield from self._in_progress()
         yield from self._key_rules(probe_keys(session))
+        yield from restart_resets(session)  # last: it restarts the target
 
     # ---- replays ---------------------------------------------------------------------------
 
