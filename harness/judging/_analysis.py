@@ -173,6 +173,7 @@ class View:
         """Why elapsed time after the restart cannot be judged, naming what to declare."""
         lost = self.clock_lost
         why = str(lost.value.get("clock_reason", "")) if lost is not None else ""
+        why = why.split(": declare", 1)[0]  # what to declare is said once, below
         return ("the target's clock is unknown after it restarted"
                 + (f" ({why})" if why else "")
                 + ": the harness's account of its time may run ahead of the target's, so "

@@ -87,3 +87,25 @@ def test_without_a_slow_hook_a_replay_to_copies_at_once_is_no_promise(
     assert "in_progress" not in load_target(tmp_path / "target.toml").promises.model_fields_set, \
         text
     assert "[hooks.slow]" in said and "unknown" in said, said
+
+
+def test_a_service_with_one_worker_and_no_slow_hook_is_not_said_to_wait(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """The corpus's one_worker answers 409 for a key in progress, but serves one request at a
+    time: copies sent at once are each answered 2xx, the later ones replayed after waiting for
+    the worker, not for the original.  probe wrote in_progress = "wait" (issue 38, item 5)."""
+    import tomlkit
+
+    from tests.corpus.conftest import corpus_target
+
+    document = tomlkit.parse(Path(corpus_target("one_worker").source).read_text())
+    document["start"]["cwd"] = str(ROOT)  # type: ignore[index]
+    for field in ("in_progress", "in_progress_status", "retry_after"):
+        del document["promises"][field]  # type: ignore[union-attr]
+    path = tmp_path / "one_worker.toml"
+    path.write_text(tomlkit.dumps(document))
+    done = cli(env, "probe", "--target", str(path), "--seed", "11", "--write")
+    assert done.exit_code == 0, done.output
+    assert load_target(path).promises.in_progress == "conflict", path.read_text()
+    assert "in_progress" not in load_target(path).promises.model_fields_set
+    assert "[hooks.slow]" in done.output, done.output
