@@ -124,9 +124,8 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: str |
     if reference_consumer:
         from harness.consumer._reference import reference_consumer_target, run_reference_consumer
 
-        if target_file or reference:
-            raise UsageError("give one of --target FILE, --reference and --reference-consumer")
-        chosen = named_for(reference_consumer_target(store=store, flaw=flaw), scenario_names)
+        # its kind only: the store and the flaw are checked with the other flags, below
+        chosen = named_for(reference_consumer_target(store=None, flaw=None), scenario_names)
         sys.exit(run_reference_consumer(
             chosen, other_target=bool(target_file or reference), store=store, flaw=flaw,
             postgres=postgres, report_dir=report_dir or default_report_dir(), seed=seed,
