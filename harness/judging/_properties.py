@@ -964,8 +964,10 @@ def _answers_during_outage(view: View, incident: _Incident,
                            options: CheckOptions) -> Iterator[Finding | Note]:
     """While its store fails a server should answer 2xx, a replay, 409 or 503.  Another 5xx
     that charged nothing (every charge of its key is one a success names) is only the wrong
-    status (a note); one behind which a charge exists means the server did not notice the
-    failure and half-wrote."""
+    status (a note); one behind which a charge exists that a retry's final answer does not
+    name means the server did not notice the failure and half-wrote.  Without a retry that got
+    a final answer, nothing shows which: unknown (a charge committed with its stored answer,
+    whose acknowledgement the fault lost, is replayed to the retry)."""
     allowed = {*options.promises.in_progress_statuses, 503, 429}
     for attempt in view.attempts:
         status = attempt.status
@@ -975,19 +977,27 @@ def _answers_during_outage(view: View, incident: _Incident,
             continue
         shown = describe_identity(attempt.identity)
         seen = view.effects.get(attempt.identity)
-        named = {a.resource for a in view.by_identity[attempt.identity] if a.ok and a.resource}
-        if (attempt.invoke.key is not None and seen is not None and seen.count is not None
-                and seen.count <= len(named)):
-            # Whether the key stuck is what its retries show (``_converged``), said only when
-            # they show it
-            settled = any(a.end_time > incident.end.time and _final(view, a, errors, options)
-                          for a in view.by_identity[attempt.identity]
-                          for errors in [_errors(view.by_identity[attempt.identity], options)])
+        attempts = view.by_identity[attempt.identity]
+        named = {a.resource for a in attempts if a.ok and a.resource}
+        count = seen.count if seen is not None and attempt.invoke.key is not None else None
+        # Whether the key stuck is what its retries show (``_converged``), said only when
+        # they show it
+        errors = _errors(attempts, options)
+        settled = any(a.end_time > incident.end.time and _final(view, a, errors, options)
+                      for a in attempts)
+        if count is not None and count <= len(named):
             yield Note("P9", shown,
                        f"during {incident.what} key {shown} got {status} where 503 is expected; "
                        "nothing was charged behind it"
                        + (" and a retry got a final answer" if settled else "")
                        + ", so that answer is only the wrong status")
+            continue
+        if count and not settled:
+            yield Note("P9", shown,
+                       f"during {incident.what} key {shown} got {status} where 503 is expected, "
+                       f"with {count} charge(s) behind it and no retry that got a final answer: "
+                       "whether the server half-wrote or stored the charge with its answer (a "
+                       "retry would get it replayed) is unknown", undecided=True)
             continue
         yield Finding("P9", shown,
                       f"during {incident.what} key {shown} got {status}; a server that loses "
