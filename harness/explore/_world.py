@@ -503,7 +503,7 @@ class World:
         if operation.died and attempts:
             attempts = [max(attempts, key=lambda a: a.end_time)]
         promises = self.target.promises
-        return any(a.completion is not None
+        return any(a.completion is not None and not view.store_failed(a)
                    and is_final(a.completion, promises, errors=operation.errors)
                    for a in attempts)
 

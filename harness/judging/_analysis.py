@@ -310,6 +310,14 @@ class View:
             and (where is None or fault.value.get("where", "client") == where)
         ]
 
+    def store_failed(self, attempt: Attempt) -> bool:
+        """Was this a 5xx answered while the harness faulted the store?  That error is the
+        failing store's, not the handler's: never the operation's stored answer, whatever
+        ``errors`` says (a library that stores its handler's errors could not store this one),
+        so a client retries it."""
+        return (attempt.status is not None and attempt.status >= 500
+                and bool(self.faults_during(attempt, where="store")))
+
     def evidence(self, attempts: Sequence[Attempt], *extra: int) -> tuple[int, ...]:
         """The attempts' events, the faults that acted while they ran, the store writes of
         their keys, and ``extra`` indices."""

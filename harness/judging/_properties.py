@@ -50,20 +50,12 @@ def _errors(attempts: list[Attempt], options: CheckOptions) -> ErrorPolicy:
     return options.errors_for(a.label for a in attempts)
 
 
-def _store_failed(view: View, attempt: Attempt) -> bool:
-    """Was this a 5xx answered while the harness faulted the store?  That error is the failing
-    store's, not the handler's: never the operation's stored answer, whatever ``errors`` says
-    (a library that stores its handler's errors could not store this one)."""
-    return (attempt.status is not None and attempt.status >= 500
-            and bool(view.faults_during(attempt, where="store")))
-
-
 def _final(view: View, attempt: Attempt, errors: ErrorPolicy, options: CheckOptions) -> bool:
     """A final answer for a key judged under ``errors``: one a client stops retrying on, and
     a stored error replayed (marked as such), whatever its status; never an error the failing
     store caused."""
     completion = attempt.completion
-    if completion is None or _store_failed(view, attempt):
+    if completion is None or view.store_failed(attempt):
         return False
     stored_error = (errors == "store" and attempt.status is not None and attempt.status >= 500
                     and options.promises.marks_replay(attempt.headers))
@@ -329,7 +321,7 @@ def _stored_answer(view: View, attempt: Attempt, options: CheckOptions,
     if 200 <= status < 300:
         return True
     if status >= 500:
-        return errors == "store" and not _store_failed(view, attempt)
+        return errors == "store" and not view.store_failed(attempt)
     refusals = {promises.mismatch_status, *promises.in_progress_statuses}
     return status not in refusals and promises.validation_errors == "stored"
 
