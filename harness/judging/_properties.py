@@ -501,12 +501,13 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
 def _refused_reuse_charged(view: View, identity: Identity, attempts: list[Attempt],
                            options: CheckOptions) -> Iterator[Finding]:
     """A reuse refused with the mismatch status must also cause no side effect: a charge no
-    answer names, which only a refused reuse could have made, is one it caused."""
+    answer names, which only a refused reuse could have made, is one it caused (judged, as
+    every reuse, only on the target's declared operations)."""
     seen = view.effects.get(identity)
     if seen is None or seen.count is None:
         return
     refused = _refused_reuses_that_charged(attempts, seen, options)
-    if refused:
+    if refused and all(options.declares(a.invoke.method, a.invoke.path) for a in refused):
         shown = describe_identity(identity)
         yield Finding("P4", shown,
                       f"key {shown} reused with another request was refused with "
