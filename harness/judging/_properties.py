@@ -957,10 +957,9 @@ def _answers_during_outage(view: View, incident: _Incident,
                            options: CheckOptions) -> Iterator[Finding | Note]:
     """While its store fails a server should answer 2xx, a replay, 409 or 503.  Another 5xx
     that charged nothing (every charge of its key is one a success names) is only the wrong
-    status (a note); one behind which a charge exists that a retry's final answer does not
-    name means the server did not notice the failure and half-wrote.  Without a retry that got
-    a final answer, nothing shows which: unknown (a charge committed with its stored answer,
-    whose acknowledgement the fault lost, is replayed to the retry)."""
+    status (a note); one behind which a charge exists that no success names is a finding: a
+    client told 500 may stop there (under ``errors = "store"`` a 500 is the stored answer), and
+    the charge is lost to it."""
     allowed = {*options.promises.in_progress_statuses, 503, 429}
     for attempt in view.attempts:
         status = attempt.status
@@ -984,13 +983,6 @@ def _answers_during_outage(view: View, incident: _Incident,
                        "nothing was charged behind it"
                        + (" and a retry got a final answer" if settled else "")
                        + ", so that answer is only the wrong status")
-            continue
-        if count and not settled:
-            yield Note("P9", shown,
-                       f"during {incident.what} key {shown} got {status} where 503 is expected, "
-                       f"with {count} charge(s) behind it and no retry that got a final answer: "
-                       "whether the server half-wrote or stored the charge with its answer (a "
-                       "retry would get it replayed) is unknown", undecided=True)
             continue
         yield Finding("P9", shown,
                       f"during {incident.what} key {shown} got {status}; a server that loses "
