@@ -214,12 +214,14 @@ class RunView:
         return findings
 
 
-def row_verdict(result: RunResult, outcome: ScenarioOutcome) -> str:
+def row_verdict(result: RunResult | None, outcome: ScenarioOutcome) -> str:
     """The word a scenario's row shows.  A run's outcomes are scenarios that finished, but an
     exploration's one outcome (``extra["explore"]``) stands for the whole search, reported
     even when Ctrl-C stopped it: then its row says ``incomplete``, as the run does, never
-    ``pass`` for a search that did not end (a finding stays a ``fail``)."""
-    if not result.complete and "explore" in result.extra and outcome.verdict == "pass":
+    ``pass`` for a search that did not end (a finding stays a ``fail``).  Without the run
+    (a scenario's line before any), the outcome's own."""
+    if (result is not None and not result.complete and "explore" in result.extra
+            and outcome.verdict == "pass"):
         return "incomplete"
     return outcome.verdict
 
