@@ -21,7 +21,9 @@ consumer runs with at least ``CONSUMER_SEEDS`` seeds (a row each).
 
 Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus|consumer-corpus]
 [--target NAME ...]
-[--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres] [--correct-only]`;
+[--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres] [--correct-only]
+[--busy N]`; ``--busy N`` runs the sweep beside N busy processes per core (issue 38: verdicts on
+a loaded machine), stopped when it ends;
 `--only consumer-corpus --front explore` explores each corpus consumer.
 """
 
@@ -29,14 +31,17 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import random
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import tomllib
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +162,35 @@ def outcome(row: Row, result: RunResult | None) -> tuple[str, str]:
             ",".join(found))
 
 
+#: Spins, looking up now and then whether the bench that started it is still its parent.
+SPIN = ("import os\n"
+        "parent = os.getppid()\n"
+        "while os.getppid() == parent:\n"
+        "    for _ in range(200_000):\n"
+        "        pass\n")
+
+
+@contextmanager
+def busy(per_core: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``per_core`` spinning processes per core for the block (none for 0); each is stopped
+    (SIGTERM, then SIGKILL) when it ends, whatever ends it."""
+    count = per_core * (os.cpu_count() or 1)
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for _ in range(count)]
+    try:
+        yield spinners
+    finally:
+        for spinner in spinners:
+            spinner.terminate()
+        for spinner in spinners:
+            try:
+                spinner.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                spinner.kill()
+                spinner.wait()
+
+
 def seeds_for(row: Row, args: argparse.Namespace, draw: random.Random) -> list[int]:
     """The seeds a row runs with: ``--seed`` for a flaw (caught or not); for a correct mode,
     ``--seed`` then random ones, ``--seeds`` in all (a false finding may need another seed)."""
@@ -183,14 +217,22 @@ def main() -> None:
                         help="add the correct reference server on PostgreSQL")
     parser.add_argument("--correct-only", action="store_true",
                         help="only the correct modes (a sweep of seeds for false findings)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="start N busy processes per core beside the sweep (a loaded "
+                             "machine, issue 38) and stop them after")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every row's report directory under DIR (default: a "
                              "temporary directory, removed at the end)")
     args = parser.parse_args()
     fronts = tuple(args.front) or FRONTS
 
+    if args.busy < 0:
+        parser.error("--busy N: N is how many busy processes per core, 0 or more")
+    spinners = args.busy * (os.cpu_count() or 1)
+    load = (f", {args.busy} busy process(es) per core beside it ({spinners} in all)"
+            if args.busy else "")
     print(f"detection bench: seed {args.seed}, {args.seeds} seed(s) per correct mode, explore "
-          f"budget {args.max_examples} examples\n")
+          f"budget {args.max_examples} examples{load}\n")
     print(f"{'target':<28}{'mode':<22}{'seed':>11}  " + "".join(f"{f:<26}" for f in fronts))
     tally: dict[str, Counter[str]] = {front: Counter() for front in fronts}
     caught_by: dict[str, set[tuple[str, str]]] = {front: set() for front in fronts}
@@ -203,6 +245,7 @@ def main() -> None:
                if args.postgres else None)
         if args.only in (None, "consumer-corpus"):
             stack.enter_context(shared_broker())  # one RabbitMQ for every consumer run
+        stack.enter_context(busy(args.busy))  # once the services are up; stopped first
         for row in rows(args.only, args.target, dsn):
             if args.correct_only and row.flaw is not None:
                 continue

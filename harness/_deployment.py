@@ -247,6 +247,9 @@ class Deployment:
             env=env,
             cwd=self._start_cwd(),
             start_timeout=start.ready_timeout,
+            ready_hint=(f"check [start] ready_path ({start.ready_path!r}) in "
+                        f"{self.target.source or 'the target file'}: it must be a path the "
+                        "service answers with 2xx once it is up (or set ready = \"tcp\")"),
         )
 
     def _start_cwd(self) -> str | None:

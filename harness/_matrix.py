@@ -30,8 +30,9 @@ from harness.consumer._runner import run_target, shared_broker
 from harness.consumer._target import ConsumerTarget
 from harness.services._toxiproxy import start_toxiproxy
 
-__all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "render_matrix_json",
-           "render_matrix_lines", "render_matrix_markdown", "render_row_line", "run_matrix"]
+__all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "matrix_exit_code",
+           "render_matrix_json", "render_matrix_lines", "render_matrix_markdown",
+           "render_row_line", "run_matrix"]
 
 #: The terminal table's width.
 WIDTH = 100
@@ -89,6 +90,18 @@ class Matrix:
         return [s for s in self.scenarios
                 if (cell := self.cells.get((row.label, s))) is not None
                 and cell.verdict == NOT_RUN.verdict]
+
+    def exercised_nothing(self, row: MatrixRow) -> bool:
+        """Did the row play every scenario, each of them n/a?  A gate must not pass on such a
+        row: nothing was tried against its target."""
+        return self.finished(row) and all(self.cells[(row.label, s)].verdict == "n/a"
+                                          for s in self.scenarios)
+
+    def empty_rows(self) -> list[MatrixRow]:
+        """The rows that exercised nothing and are not already a problem (a flaw no scenario
+        could catch is one)."""
+        return [row for row in self.rows
+                if self.exercised_nothing(row) and not self.row_problems(row)]
 
     def caught(self, row: MatrixRow) -> set[str]:
         """Every property some scenario found broken in this row."""
@@ -163,6 +176,15 @@ def run_matrix(rows: Sequence[MatrixRow], scenarios: Sequence[Scenario], report_
     return matrix
 
 
+def matrix_exit_code(matrix: Matrix) -> int:
+    """As ``run`` exits: 1 when a row is not as it should be, 3 (inconclusive) when none is a
+    problem but a row exercised nothing (every scenario n/a), else 0.  An interrupted matrix
+    exits as its signal does, by raising it again (the command's part)."""
+    if matrix.problems():
+        return 1
+    return 3 if matrix.empty_rows() else 0
+
+
 def render_row_line(matrix: Matrix, row: MatrixRow) -> str:
     """One row in words, within ``WIDTH`` columns: whether it came out as it should, and the
     scenarios that found something, with the properties each found (then the undecided)."""
@@ -173,13 +195,16 @@ def render_row_line(matrix: Matrix, row: MatrixRow) -> str:
         words = f"expected {', '.join(row.expected)}; " + ("; ".join(found) or "nothing found")
     else:
         words = "; ".join(found) or "no finding"
+    if matrix.exercised_nothing(row):
+        words = "nothing exercised: every scenario was not applicable"
     if undecided:
         words += f"; unknown: {', '.join(undecided)}"
     not_run = matrix.not_run(row)
     if not_run:
         words += f"; not run: {', '.join(not_run)}"
     mark = ("PROBLEM" if matrix.row_problems(row)
-            else "ok" if matrix.finished(row) else "stopped")
+            else "stopped" if not matrix.finished(row)
+            else "unknown" if matrix.exercised_nothing(row) else "ok")
     run = matrix.runs.get(row.label)
     head = f"{row.label[:30]:<30} {mark:<7} {run.seconds if run else 0.0:>5.0f}s  "
     return textwrap.fill(words, WIDTH, initial_indent=head, subsequent_indent=" " * len(head),
@@ -205,7 +230,13 @@ def _summary(matrix: Matrix) -> str:
         return (f"Stopped by {matrix.interrupted.signal_name}: {done} of {len(matrix.rows)} rows "
                 "ran every scenario; the others are marked stopped, with the scenarios they "
                 "never ran" + (". Problems so far:" if problems else "."))
-    return "All rows as expected." if not problems else "Problems:"
+    if problems:
+        return "Problems:"
+    empty = matrix.empty_rows()
+    if empty:
+        return (f"Inconclusive: {len(empty)} row(s) exercised nothing (every scenario was not "
+                f"applicable): {', '.join(row.label for row in empty)}.")
+    return "All rows as expected."
 
 
 def render_matrix_markdown(matrix: Matrix) -> str:

@@ -83,13 +83,20 @@ class RunResult:
     @property
     def verdict(self) -> RunVerdict:
         """Never ``pass`` unless complete; an unknown scenario makes it ``inconclusive``, never
-        ``fail`` (a failure is a finding); n/a never fails a run."""
+        ``fail`` (a failure is a finding); n/a never fails a run, but a run in which every
+        scenario was n/a exercised nothing, and a gate must not pass on nothing: that is
+        ``inconclusive`` too."""
         if not self.complete:
             return "incomplete"
         merged = merge_verdicts(o.verdict for o in self.outcomes)
         if merged == "fail":
             return "fail"
-        return "inconclusive" if merged == "unknown" else "pass"
+        return "inconclusive" if merged in ("unknown", "n/a") else "pass"
+
+    @property
+    def exercised_nothing(self) -> bool:
+        """Did the run finish without any scenario that could run (every one n/a, or none)?"""
+        return self.complete and all(o.verdict == "n/a" for o in self.outcomes)
 
     @property
     def unfinished(self) -> tuple[str, ...]:

@@ -11,14 +11,16 @@ import shutil
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness._client import RecordingClient, Request
 from harness._deployment import Deployment
-from harness._errors import HarnessError, ReportNotWritten
+from harness._errors import HarnessError, ReportNotWritten, ServiceError
 from harness._history import Event, History
 from harness._interrupts import Interrupted, StopRequest, interruption_handled
 from harness._outcomes import (
@@ -34,7 +36,7 @@ from harness._outcomes import (
 )
 from harness._parallel import OwnInstances, run_at_once, whole_target_scenarios
 from harness._scenario import NotApplicable, Scenario, ScenarioContext
-from harness._target import Target
+from harness._target import Target, render_template
 from harness.judging._checker import CheckOptions, CheckResult, PropertyResult, check_history
 from harness.judging._findings import Finding, merge_verdicts
 from harness.reproduction._scripts import curl_for, script_path
@@ -109,6 +111,8 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
             deployment = stack.enter_context(Deployment(
                 config.target, toxiproxy=toxiproxy, workdir=workdir,
                 instances=config.instances, allow_remote=config.allow_remote))
+            if getattr(config.target, "kind", "http") == "http":
+                _first_plain_request(deployment)
             # The banner only once the target is up: a target refused at start prints its
             # reason alone, as a bad target file does.
             emit(RunStarted(config.target, planned, seed, config.report_dir))
@@ -149,6 +153,46 @@ def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunRes
     final = result(outcomes, complete=True)
     emit(RunFinished(final))
     return final
+
+
+#: Answers that say "try again later", to the first plain request: sent again, a little later.
+_TRY_LATER = (429, 503)
+FIRST_REQUEST_TRIES = 3
+
+
+def _first_plain_request(deployment: Deployment) -> None:
+    """One plain request (the keyed operation with a fresh key and body) before any scenario:
+    a target that does not accept it (a 404 or 405 from a route it does not have, a 501 from
+    another service, a 400 for a body it refuses) would only fill every scenario with
+    unknowns and false findings, for minutes.  Such a run is refused at once, with the answer.
+    Its history is no scenario's: it judges nothing."""
+    target = deployment.target
+    marker = uuid.uuid4().hex[:8]
+    body = render_template(target.endpoint.body, {
+        "amount": 4242, "nonce": marker, "customer": f"cus_{marker[:4]}"})
+    request = Request(key=f"first-{marker}",
+                      tenant=f"first-{marker}" if target.tenant is not None else None,
+                      body=body, label="first plain request")
+    client = RecordingClient(target, History(), [deployment.instances[0].url])
+    try:
+        for attempt in range(1, FIRST_REQUEST_TRIES + 1):
+            answer = client.send(request, process="first", attempt=attempt)
+            if answer.status not in _TRY_LATER or attempt == FIRST_REQUEST_TRIES:
+                break
+            time.sleep(1.0)
+    finally:
+        client.close()
+    if answer.status is not None and 200 <= answer.status < 300:
+        return
+    endpoint = target.endpoint
+    got = (f"{answer.status} {(answer.body or '')[:200]!r}" if answer.status is not None
+           else f"no answer ({answer.error})")
+    raise ServiceError(
+        f"the target's first plain request ({endpoint.method} {endpoint.path} with a fresh key) "
+        f"got {got}: every scenario sends this request, so nothing could be judged\n"
+        f"  fix: check `url` (or [start]) and [endpoint] (method, path, body"
+        + (", the [tenant] header" if target.tenant is not None else "")
+        + f") in {target.source or 'the target file'}: the service must accept it with a 2xx")
 
 
 def _own_instances(config: RunConfig, toxiproxy: ToxiproxyServer,

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness._durations import parse_duration
+from harness._durations import format_duration, parse_duration
 
 __all__ = [
     "LEASE_SLACK",
@@ -58,6 +58,16 @@ LEASE_SLACK = 2.0
 #: hook; a longer one can only run out on a clock the harness moves.
 REAL_LEASE_LIMIT = 60.0
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+#: An HTTP method a request or hook may use, in any case, kept upper-case: a misspelling
+#: (``PUTT``) is refused in the file instead of sent to the service.
+Method = Annotated[Literal["POST", "PUT", "PATCH", "DELETE", "GET", "HEAD", "OPTIONS"],
+                   BeforeValidator(_upper)]
 ErrorPolicy = Literal["release", "store"]
 
 
@@ -117,7 +127,7 @@ class Endpoint(_Section):
     """
 
     name: str = ""
-    method: str = "POST"
+    method: Method = "POST"
     path: str = "/charges"
     body: dict[str, Any] = Field(default_factory=lambda: {"amount": "{amount}", "currency": "usd"})
     headers: dict[str, str] = Field(default_factory=dict)
@@ -336,6 +346,11 @@ class Promises(_Section):
     #: fingerprint is method, path and body; a service that also hashes the query says so.
     query_in_fingerprint: bool = False
     cleanup_interval: Duration | None = None
+    #: How coarse the store's expiry is: a record may outlive the retention by this much and
+    #: still be no unremoved key (P11).  Redis ``EXPIRE``/``SETEX`` take whole seconds and
+    #: remove an expired key lazily or in a sampling cycle: a second by default; a store that
+    #: expires by the minute (a cron sweep) says so.
+    expiry_granularity: Duration = 1.0
 
     @property
     def in_progress_statuses(self) -> frozenset[int]:
@@ -348,6 +363,15 @@ class Promises(_Section):
         """The in-progress status the target names first (the one noted against the draft)."""
         status = self.in_progress_status
         return status[0] if isinstance(status, tuple) else status
+
+    def expiry_allowance(self) -> tuple[float, str]:
+        """How long past its retention a record may still be in the store without a flaw
+        (the store's expiry granularity and the cleanup interval), and that in words."""
+        interval = self.cleanup_interval or 0.0
+        words = (f"{format_duration(self.expiry_granularity)} for the store's expiry "
+                 "granularity" + (f" and {format_duration(interval)} for the cleanup interval"
+                                  if interval else ""))
+        return self.expiry_granularity + interval, words
 
     def says_in_progress(self, status: int | None) -> bool:
         return status is not None and status in self.in_progress_statuses
@@ -378,7 +402,7 @@ class ClockHook(_Section):
     sees where a restarted clock stands; without it, ``restart_resets`` says whether a restart
     resets the clock (true) or keeps it (false, a clock kept in the store)."""
 
-    method: str = "POST"
+    method: Method = "POST"
     path: str
     body: dict[str, Any] = Field(default_factory=lambda: {"seconds": "{seconds}"})
     read: str | None = None
@@ -461,7 +485,7 @@ class StoreSizeHook(_Section):
     DBSIZE) and ``in_progress_pattern``.  Services whose store is a database or Redis rarely
     offer a statistics route."""
 
-    method: str = "GET"
+    method: Method = "GET"
     path: str | None = None
     rows: str = "rows"
     in_progress: str | None = None
@@ -503,7 +527,7 @@ class StoreSizeHook(_Section):
 
 
 class CallHook(_Section):
-    method: str = "POST"
+    method: Method = "POST"
     path: str
 
 
@@ -670,6 +694,13 @@ class Target(_Section):
     @property
     def enable_hints(self) -> Mapping[str, str]:
         return self._enable_hints
+
+    @property
+    def declares_endpoint(self) -> bool:
+        """Did the file say which request causes the side effect (``[endpoint]`` or
+        ``[[operations]]``)?  Without it the harness sends the default, ``POST /charges``
+        with ``{"amount": ..., "currency": "usd"}``, and says so when a run starts."""
+        return "endpoint" in self.model_fields_set
 
     @property
     def keyed_operations(self) -> tuple[Endpoint, ...]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import socket
 import sys
 from collections.abc import Iterator
 
@@ -17,9 +19,33 @@ from reference_server._settings import ServerSettings
 from reference_server.app import create_app
 from reference_server.stores import StoreUnavailable, store_from_url, store_kind
 
-__all__ = ["STARTUP_FAILED", "run_server"]
+__all__ = ["STARTUP_FAILED", "USAGE", "run_server"]
 
 STARTUP_FAILED = 3  # uvicorn's own exit code for a lifespan that failed
+USAGE = 2  # click's exit code for a usage error: an option that cannot be honoured
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here rather than by uvicorn: a port already in use is the
+    caller's choice to fix (exit 2, naming it), not a failed start (uvicorn logs the error and
+    exits 1, which became 3 here).  uvicorn then serves on this very socket, so nothing can
+    take the port in between."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            print(f"error: port {port} is in use on {host}: another process listens there\n"
+                  "  fix: stop it, or choose another --port", file=sys.stderr)
+        else:
+            print(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}\n"
+                  "  fix: choose another --host or --port", file=sys.stderr)
+        raise SystemExit(USAGE) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _unreachable(store_url: str) -> str | None:
@@ -58,7 +84,7 @@ class _Server(uvicorn.Server):
 
 def run_server(settings: ServerSettings) -> None:
     """Serve until SIGINT or SIGTERM (then exit 0); exit with ``STARTUP_FAILED`` if the store
-    cannot open."""
+    cannot open, with ``USAGE`` if the port cannot be listened on."""
     app = create_app(settings)
     problem = _unreachable(settings.store_url)
     if problem is not None:
@@ -82,6 +108,6 @@ def run_server(settings: ServerSettings) -> None:
         http=with_read_deadlines(settings.header_timeout, settings.body_timeout),
     )
     server = _Server(config)
-    server.run()
+    server.run(sockets=[_bound(settings.host, settings.port)])
     if not server.started:
         raise SystemExit(STARTUP_FAILED)

@@ -7,6 +7,8 @@ the reason, for the other kind of target.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from harness import Scenario, Target, UsageError
 from scenarios import (
     bad_input,
@@ -34,7 +36,8 @@ from scenarios import (
     zombie_original,
 )
 
-__all__ = ["CATALOG", "default_scenarios", "get_scenario", "scenario_names"]
+__all__ = ["CATALOG", "default_scenarios", "get_scenario", "named_for", "scenario_names",
+           "unfit_for_every"]
 
 CATALOG: dict[str, Scenario] = {
     module.SCENARIO.name: module.SCENARIO
@@ -69,11 +72,46 @@ CATALOG: dict[str, Scenario] = {
 def default_scenarios(target: Target) -> list[Scenario]:
     """The catalog a run plays when no scenario is named: every scenario of the target's kind
     (HTTP or queue consumer); the other kind's would only add rows that say n/a."""
-    from harness.consumer._scenario import ConsumerScenario
     from harness.consumer._target import ConsumerTarget
 
     consumer = isinstance(target, ConsumerTarget)
-    return [s for s in CATALOG.values() if isinstance(s, ConsumerScenario) == consumer]
+    return [s for s in CATALOG.values() if _is_consumer(s) == consumer]
+
+
+def _is_consumer(scenario: Scenario) -> bool:
+    from harness.consumer._scenario import ConsumerScenario
+
+    return isinstance(scenario, ConsumerScenario)
+
+
+def named_for(target: Target, names: Sequence[str]) -> list[Scenario]:
+    """The scenarios ``names`` asks for against ``target`` (none: the target's default ones).
+    A named scenario of the other kind (a queue-consumer scenario for an HTTP service, or the
+    reverse) could only be n/a, and a run of nothing but n/a would pass on nothing: it is a
+    usage error that names the scenarios that fit."""
+    named = [get_scenario(name) for name in names]
+    if not named:
+        return default_scenarios(target)
+    fitting = default_scenarios(target)
+    unfit = [s.name for s in named if s not in fitting]
+    if unfit:
+        kind = "queue consumer" if _is_consumer(fitting[0]) else "HTTP service"
+        raise UsageError(
+            f"{', '.join(unfit)}: not a scenario for {target.name}, a {kind}\n  fix: name "
+            f"scenarios of its kind: {', '.join(s.name for s in fitting)}")
+    return named
+
+
+def unfit_for_every(named: Sequence[Scenario], *, http: bool, consumers: bool) -> None:
+    """Refuse named scenarios that fit no row of a matrix (an HTTP scenario where every row
+    is a queue consumer, or the reverse): such a column could only be n/a."""
+    unfit = [s.name for s in named if not (consumers if _is_consumer(s) else http)]
+    if unfit:
+        kind = "queue consumers" if consumers else "HTTP services"
+        fitting = [s.name for s in CATALOG.values() if (consumers if _is_consumer(s) else http)]
+        raise UsageError(
+            f"{', '.join(unfit)}: no row of this matrix can play it (every row is one of the "
+            f"{kind})\n  fix: name scenarios that fit the rows: {', '.join(fitting)}")
 
 
 def scenario_names() -> list[str]:

@@ -240,3 +240,27 @@ def test_a_harness_process_ending_spares_processes_it_did_not_start() -> None:
     finally:
         stranger.kill()
         stranger.wait(timeout=10)
+
+
+def test_the_detection_bench_loads_the_machine_beside_its_sweep_and_stops_it() -> None:
+    """``--busy N`` (issue 38, item 6): N busy processes per core beside the sweep, each
+    stopped when the bench ends, here by SIGTERM."""
+    process = subprocess.Popen(
+        [sys.executable, "-P", "bench/detection.py", "--only", "reference", "--target",
+         "reference-server", "--front", "run", "--correct-only", "--busy", "1"],
+        cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bench = psutil.Process(process.pid)
+    wanted = psutil.cpu_count() or 1
+    deadline = time.monotonic() + 60
+    spinners: list[psutil.Process] = []
+    while time.monotonic() < deadline and len(spinners) < wanted:
+        spinners = [c for c in bench.children()
+                    if any("getppid" in part for part in c.cmdline())]
+        time.sleep(0.1)
+    assert len(spinners) == wanted, [c.cmdline() for c in bench.children()]
+    process.send_signal(signal.SIGTERM)
+    out, errors = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, errors
+    assert f"1 busy process(es) per core beside it ({wanted} in all)" in out, out
+    _, alive = psutil.wait_procs(spinners, timeout=10)
+    assert not alive, [c.cmdline() for c in alive]

@@ -15,6 +15,7 @@ from harness._errors import UsageError
 from harness._matrix import (
     MatrixRow,
     RowKind,
+    matrix_exit_code,
     render_matrix_json,
     render_matrix_lines,
     render_matrix_markdown,
@@ -65,10 +66,10 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...]
            consumers: bool, only_consumers: bool, rows_at_once: int, jobs: int | None) -> None:
     """Write rows-by-scenarios as matrix.md and matrix.json; exit 1 if a row is not as it
     should be (a finding on the correct server, a flaw nobody caught).  Findings of third-party
-    targets are the matrix's content, not a problem.  A line per row is printed as it
-    finishes."""
+    targets are the matrix's content, not a problem; exit 3 (inconclusive) if none is, but a
+    row exercised nothing (every scenario n/a).  A line per row is printed as it finishes."""
     from reference_server.flaws import FLAWS, get_flaw
-    from scenarios import CATALOG, get_scenario
+    from scenarios import CATALOG, get_scenario, unfit_for_every
 
     chosen = [get_scenario(n) for n in scenario_names] or list(CATALOG.values())
     report_dir = report_dir or default_report_dir()
@@ -98,10 +99,12 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...]
                 flaw = get_flaw(name)
                 rows.append(reference(f"flaw {flaw.name}", "flaw", flaw.name, flaw.properties))
         rows += [MatrixRow(target.name, target, "target") for target in targets]
-        if not scenario_names:  # the columns some row can play
-            chosen = scenarios_for(
-                chosen, http=any(not isinstance(r.target, ConsumerTarget) for r in rows),
-                consumers=any(isinstance(r.target, ConsumerTarget) for r in rows))
+        kinds = {"http": any(not isinstance(r.target, ConsumerTarget) for r in rows),
+                 "consumers": any(isinstance(r.target, ConsumerTarget) for r in rows)}
+        if scenario_names:  # a column no row can play would only say n/a
+            unfit_for_every(chosen, **kinds)
+        else:  # the columns some row can play
+            chosen = scenarios_for(chosen, **kinds)
         reports: dict[str, list[Handler]] = {
             row.label: [ReportDirectory(report_dir / row.label)] for row in rows}
         click.echo(f"matrix: {len(rows)} rows x {len(chosen)} scenarios, {rows_at_once} rows "
@@ -118,4 +121,4 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...]
     click.echo(f"matrix written to {report_dir}/matrix.md, matrix.json and index.html")
     if result.interrupted is not None:
         raise result.interrupted  # exits as the signal says, after what finished is written
-    sys.exit(1 if result.problems() else 0)
+    sys.exit(matrix_exit_code(result))

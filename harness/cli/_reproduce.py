@@ -21,7 +21,7 @@ from harness._outcomes import Handler, RunEvent, RunFinished
 from harness._target import RecorderEffects, Target
 from harness.cli._common import REPORT_DIR, translate_errors
 from harness.reports import ReportDirectory, summary_table
-from harness.reproduction._replay import cannot_play, replay_reproduction
+from harness.reproduction._replay import cannot_play, replay_reproduction, timing_notes
 from harness.reproduction._reproduction import NO_REPLAY, Reproduction
 from harness.services._postgres import start_postgres
 from harness.targets._loader import saved_target
@@ -90,6 +90,8 @@ def reproduce(reproduction_file: Path, url: str | None, report_dir: Path | None)
         if why_not is not None:  # before anything starts
             click.echo(f"no verdict: the story cannot be played here: {why_not}")
             sys.exit(NO_REPLAY)
+        for note in timing_notes(reproduction.events, target):  # said before it plays
+            click.echo(f"note: {note}", err=True)
         directory = report_dir or Path(stack.enter_context(
             tempfile.TemporaryDirectory(prefix="idem-replay-")))
         handlers: list[Handler] = [_Summary()]

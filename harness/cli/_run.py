@@ -112,21 +112,21 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: tuple
 
     \b
     Exit codes:
-      0    pass: every scenario that could run held
+      0    pass: every scenario that could run held, and one could
       1    fail: at least one finding
       2    a usage or setup error (the message says how to fix it); nothing ran
-      3    inconclusive: no finding, but something could not be judged (each reason printed)
+      3    inconclusive: no finding, but something could not be judged (each reason
+           printed), or nothing was exercised (every scenario n/a)
       130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: what finished is in the report,
            marked incomplete
     """
-    from harness.consumer._scenario import ConsumerScenario
-    from scenarios import CATALOG, default_scenarios, get_scenario
+    from scenarios import named_for
 
     if reference_consumer:
-        from harness.consumer._reference import run_reference_consumer
+        from harness.consumer._reference import reference_consumer_target, run_reference_consumer
 
-        chosen = [get_scenario(n) for n in scenario_names] or [
-            s for s in CATALOG.values() if isinstance(s, ConsumerScenario)]
+        # its kind only: the store and the flaw are checked with the other flags, below
+        chosen = named_for(reference_consumer_target(store=None, flaw=None), scenario_names)
         sys.exit(run_reference_consumer(
             chosen, other_target=bool(target_file or reference), store=store, flaw=flaw,
             postgres=postgres, report_dir=report_dir or default_report_dir(), seed=seed,
@@ -134,8 +134,7 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: tuple
     if postgres and (store or not reference):
         raise UsageError("--postgres starts the reference server on PostgreSQL: give it with "
                          "--reference, and without --store (or give --store postgresql://...)")
-    named = [get_scenario(n) for n in scenario_names]
-    chosen = named or default_scenarios(choose_target(target_file, reference, store, flaw))
+    chosen = named_for(choose_target(target_file, reference, store, flaw), scenario_names)
     with ExitStack() as stack:
         server = stack.enter_context(start_postgres()) if postgres else None
         if server is not None:

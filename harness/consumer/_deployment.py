@@ -55,6 +55,9 @@ class ConsumerInstance:
     proxy: ToxiproxyProxy
     process: ManagedProcess
     port: int | None
+    #: With ``ready = "queue"``: the loopback port the harness opens once the broker counts
+    #: the consumer, its readiness signal; never ``port``, which the consumer may serve on.
+    ready_port: int | None = None
 
     @property
     def name(self) -> str:
@@ -184,15 +187,18 @@ class ConsumerDeployment:
             ready_url = f"http://{start.host}:{port}{start.ready_path}"
         elif start.ready == "tcp":
             ready_port = (start.host, port)
-        else:  # ready when the broker counts it: the harness answers on {port} then (_launch)
-            ready_port = (start.host, port)
+        else:  # ready when the broker counts it: the harness then answers on a port of its
+            # own (_launch), never on {port}, which the consumer may serve its feed on
+            ready_port = (start.host, free_port(start.host))
         process = ManagedProcess(
             f"consumer {self.target.name}#{number}",
             [str(render_template(part, values)) for part in start.command],
             log_path=self.workdir / f"consumer-{number}.log",
             ready_url=ready_url, ready_port=ready_port, env=env, cwd=self._start_cwd(),
             start_timeout=start.ready_timeout)
-        instance = ConsumerInstance(number, proxy, process, port)
+        instance = ConsumerInstance(number, proxy, process, port,
+                                    ready_port[1] if start.ready == "queue" and ready_port
+                                    else None)
         try:
             self._launch(instance)
         except BaseException:
@@ -218,8 +224,9 @@ class ConsumerDeployment:
         others = [i for i in self.instances if i is not instance]
         connected = 1 + sum(1 for i in others
                             if i.process.running() and i.number not in self.cut_off)
-        assert instance.port is not None
-        with (_OpensWhenConsuming(self, connected, (self.target.start.host, instance.port)),
+        assert instance.ready_port is not None
+        with (_OpensWhenConsuming(self, connected,
+                                  (self.target.start.host, instance.ready_port)),
               self._process_lock):
             try:
                 instance.process.start()
@@ -427,5 +434,8 @@ class _OpensWhenConsuming:
             with suppress(ServiceError):
                 state = amqp.queue_state(queue)
                 if state.exists and state.consumers >= self._count:
-                    self._listener = socket.create_server(self._address)
+                    # a port taken by another process since it was chosen (rare): the start's
+                    # own check decides, with no thread's traceback
+                    with suppress(OSError):
+                        self._listener = socket.create_server(self._address)
                     return

@@ -336,7 +336,7 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
     window = _promises(options).dedup_window
     if not view.store_sizes or window is None or not view.events:
         return
-    grace = options.promises.cleanup_interval or 0.0
+    grace, allowed = options.promises.expiry_allowance()
     start = view.target_time(view.events[0])
     for observation in view.store_sizes:
         now = view.target_time(observation)
@@ -344,13 +344,17 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
             continue
         # A key published again within the window may be stored again (by a consumer that
         # keys on the message id, say): only a key with no publish in it must be gone.
-        live = sum(1 for publishes in queue.publishes.values()
-                   if any(now - window - grace < view.target_time(p.invoke) <= now
-                          for p in publishes))
+        last = [max(view.target_time(p.invoke) for p in publishes if p.invoke.time
+                    <= observation.time) for publishes in queue.publishes.values()
+                if any(p.invoke.time <= observation.time for p in publishes)]
+        live = sum(1 for published in last if now - window - grace < published)
         rows = int(observation.value.get("rows", 0))
         if rows > live:
+            expired = [published for published in last if published <= now - window - grace]
+            past = (f", the oldest {format_duration(now - window - min(expired))} past it"
+                    if expired else "")
             yield Finding("P11", None,
                           f"the dedup table holds {rows} rows {format_duration(now - start)} "
                           f"into the run, but only {live} keys are within the dedup window of "
-                          f"{format_duration(window)}: expired keys are not removed",
-                          (observation.index,), mechanism="expired-keys-kept")
+                          f"{format_duration(window)}{past} (allowing {allowed}): expired keys "
+                          "are not removed", (observation.index,), mechanism="expired-keys-kept")

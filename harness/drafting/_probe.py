@@ -17,44 +17,29 @@ from collections.abc import Collection, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from harness._client import Request
 from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._history import Event
 from harness._target import Target
+from harness.drafting._probe_clock import restart_resets
 from harness.drafting._probe_keys import KeyRules, disagreements, probe_keys, proposed_pattern
 from harness.drafting._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
+from harness.drafting._probe_types import Kind, Observation
+from harness.drafting._probe_types import answered_2xx as _ok
+from harness.drafting._probe_types import describe_answer as _answer
 from harness.services._paths import state_dir
 from harness.services._toxiproxy import start_toxiproxy
 
 __all__ = ["DRAFT", "Observation", "ProbeReport", "declared_in", "probe_target"]
 
-Kind = Literal["confirmed", "learned", "deviation", "bug", "unknown"]
 #: What the IETF draft says, where a probe compares.
 DRAFT = {"missing": 400, "mismatch": 422, "in_progress": 409}
 #: How long the slow hook holds the original, in milliseconds: long enough to meet it.
 _SLOW_MS = 1500
 _COPIES = 6  # concurrent copies of one request, when the target has no slow hook
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What a probe saw about one promise (``field`` None: about the section as a whole)."""
-
-    section: str
-    field: str | None
-    kind: Kind
-    note: str
-    #: What to write, for ``learned`` and ``deviation``; the file's value stays otherwise.
-    value: Any = None
-
-    @property
-    def writes(self) -> bool:
-        """Does it change the file's value?  (A confirmed one is written only where the file
-        leaves the promise to its default.)"""
-        return self.kind in ("learned", "deviation") and self.value is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +51,6 @@ class ProbeReport:
     tenant: str | None
 
 
-def _ok(event: Event | None) -> bool:
-    return event is not None and event.status is not None and 200 <= event.status < 300
 
 
 def _refused(event: Event | None) -> bool:
@@ -79,12 +62,6 @@ def _title(header: str) -> str:
     return "-".join(part.capitalize() for part in header.split("-"))
 
 
-def _answer(event: Event | None) -> str:
-    if event is None:
-        return "no answer"
-    if event.status is None:
-        return f"no answer ({event.error})"
-    return str(event.status)
 
 
 class _Observer:
@@ -116,6 +93,7 @@ class _Observer:
         yield from self._validation()
         yield from self._in_progress()
         yield from self._key_rules(probe_keys(session))
+        yield from restart_resets(session)  # last: it restarts the target
 
     # ---- replays ---------------------------------------------------------------------------
 
@@ -329,6 +307,14 @@ class _Observer:
 
     def _in_progress(self) -> Iterator[Observation]:
         met = self._meet_in_progress()
+        if met is None and self.target.hooks.slow is None:
+            yield Observation(
+                "promises", "in_progress", "unknown",
+                f"{_COPIES} copies sent at once were each answered 2xx: without a slow hook "
+                "probe cannot hold the original, so a copy answered with the replay may have "
+                "come after it had finished, and whether the service waits or answers 409 is "
+                "unknown; a slow hook ([hooks.slow]) lets probe hold it")
+            return
         if met is None:
             yield Observation(
                 "promises", "in_progress", "unknown",
@@ -409,26 +395,11 @@ class _Observer:
             thread.start()
         for thread in threads:
             thread.join(timeout=self.target.client.timeout + 30)
+        # A copy refused (409 at once) met another running.  A copy answered with the replay
+        # proves nothing: sent before the first answer arrived, it may still have reached the
+        # service after the original had finished (one worker serves them one by one).
         met = next((a for a in answers if a.status is not None and not _ok(a)), None)
-        if met is not None:
-            return met, 0.0
-        return self._replayed_while_running(answers)
-
-    def _replayed_while_running(self, answers: list[Event]) -> tuple[Event, float] | None:
-        """Every copy got a 2xx: the one that charged first, and a copy sent before it was done
-        that got its replay: it met the original running, and waited for (or was handed) its
-        answer.  How long it took is how long it waited."""
-        invoked = {e.op: e for e in self.session.history.events()
-                   if e.f == "request" and e.type == "invoke"}
-        done = sorted((a for a in answers if _ok(a) and a.op in invoked), key=lambda a: a.time)
-        if len(done) < 2:
-            return None
-        original = done[0]
-        for answer in done[1:]:
-            sent = invoked[answer.op].time
-            if sent < original.time and self._is_replay_of(answer, original):
-                return answer, answer.time - sent
-        return None
+        return (met, 0.0) if met is not None else None
 
     # ---- keys ----------------------------------------------------------------------------------
 

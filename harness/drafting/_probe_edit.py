@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import tomlkit
-from tomlkit.items import Item, Table
+from tomlkit.items import InlineTable, Item, Table
 
 from harness._errors import TargetFileError
-from harness.drafting._probe import Observation
+from harness.drafting._probe_types import Observation
 from harness.targets._loader import parse_target
 
 __all__ = ["apply_observations", "declared_promises", "diff"]
@@ -54,15 +54,26 @@ def _value(field: str, value: Any) -> Item:
     return item
 
 
-def _section(doc: Any, name: str) -> Table:
-    if name not in doc:
-        doc.add(tomlkit.nl())
-        doc.add(name, tomlkit.table())
-    table = doc[name]
-    if not isinstance(table, Table):
-        raise TargetFileError("(probed target)", [(
-            name, "is written as an inline table, which cannot carry the probe's comments",
-            f"write it as a [{name}] table and probe again")])
+def _section(doc: Any, name: str, *, inline: bool = False) -> Table | InlineTable:
+    """The table ``name`` (dotted when nested: ``hooks.clock``), made when missing.  An inline
+    table (``clock = { ... }``) is returned only when ``inline`` allows it: it can take a value
+    but not the probe's comments."""
+    table: Any = doc
+    parts = name.split(".")
+    for depth, part in enumerate(parts):
+        if part not in table:
+            if table is doc:
+                doc.add(tomlkit.nl())
+            table.add(part, tomlkit.table())
+        table = table[part]
+        if isinstance(table, InlineTable) and inline and depth == len(parts) - 1:
+            return table
+        if not isinstance(table, Table):
+            shown = ".".join(parts[:depth + 1])
+            raise TargetFileError("(probed target)", [(
+                shown, "is written as an inline table, which cannot carry the probe's comments",
+                f"write it as a [{shown}] table and probe again")])
+    assert isinstance(table, Table)
     return table
 
 
@@ -83,7 +94,14 @@ def apply_observations(text: str, observations: Iterable[Observation], *, source
         if field is None:
             loose.setdefault(section, []).extend(notes)
             continue
-        table = _section(doc, section)
+        table = _section(doc, section, inline="." in section)
+        if isinstance(table, InlineTable):  # the value goes in it, the notes beside it
+            written = next((o.value for o in group if o.writes), None)
+            if written is not None:
+                table[field] = _value(field, written)
+            loose.setdefault(section.rsplit(".", 1)[0], []).extend(
+                f"{section.rsplit('.', 1)[1]}.{field}: {n}" for n in notes)
+            continue
         written = next((o.value for o in group if o.writes), None)
         if written is None and field not in table:
             # Confirmed (the default holds): say so explicitly, so the promise is visible.

@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,8 @@ class ProbeSession:
         self._counter = 0
         self._lock = threading.Lock()
         self._keyless: list[Event] = []
+        #: Charges a key may rightly have made, where more than one (``expect``).
+        self._expected: dict[str, int] = {}
 
     # ---- keys and bodies -----------------------------------------------------------------
 
@@ -158,8 +160,35 @@ class ProbeSession:
 
     # ---- effects -------------------------------------------------------------------------
 
+    def expect(self, key: str, charges: int) -> None:
+        """Say that ``key`` may rightly have made ``charges`` charges (a key asked again after
+        its retention ran out is executed anew): no more is a bug."""
+        self._expected[key] = charges
+
+    def count_now(self) -> None:
+        """Count every key used so far, now: before a restart that may take an in-memory
+        ledger with it.  A key used again afterwards is counted again at the end."""
+        oracle = self.deployment.oracle
+        assert oracle is not None
+        for key in self._uncounted(self.history.events()):
+            record_effects(self.history, oracle, self.tenant, key)
+
+    @staticmethod
+    def _uncounted(events: Sequence[Event]) -> list[str]:
+        """The keys used with no count recorded since their last request."""
+        fresh: dict[str, bool] = {}
+        for event in events:
+            if event.key is None:
+                continue
+            if event.f == "request":
+                fresh[event.key] = True
+            elif event.f == "effects":
+                fresh[event.key] = False
+        return [key for key, waiting in fresh.items() if waiting]
+
     def count_effects(self) -> ProbeEffects:
-        """Ask the oracle about every key the probe used, and what it charged without one."""
+        """Ask the oracle about every key the probe used (but those counted since their last
+        request, ``count_now``), and what it charged without one."""
         oracle = self.deployment.oracle
         assert oracle is not None
         events = self.history.events()
@@ -169,9 +198,11 @@ class ProbeSession:
                 answered[event.key] = answered.get(event.key, False) or event.type == "ok"
         counted: dict[str | None, int] = {}
         problems: list[str] = []
-        for key in [k for k in answered if k is not None]:
+        for key in self._uncounted(events):
             record_effects(self.history, oracle, self.tenant, key)
-        for event in self.history.events()[len(events):]:
+        for event in self.history.events():
+            if event.f != "effects" or event.key is None:
+                continue
             if event.type == "ok":
                 counted[event.key] = int(event.value["count"])
             elif event.error:
@@ -179,7 +210,8 @@ class ProbeSession:
         keyless = self._keyless_charges(problems)
         if keyless is not None:
             counted[None] = keyless
-        expected = {k: int(ok) for k, ok in answered.items()}
+        expected = {k: max(int(ok), self._expected.get(k, 0) if k is not None else 0)
+                    for k, ok in answered.items()}
         for key in [k for k in expected if k is not None and not k.isascii()]:
             if expected[key] and counted.get(key) == 0:
                 # Header bytes decoded as latin-1 (WSGI, Starlette, Node) store another

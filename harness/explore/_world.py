@@ -468,7 +468,7 @@ class World:
             return
         past = promises.lease + PAST_THE_LEASE
         why = "past the lease of the request that died or failed"
-        if self.target.lease_runs_out_on_the_clock and self.deployment.clock_known:
+        if self.context.lease_on_the_clock:  # the run's rule, restarts that lose it included
             self._record(Clock(seconds=past, why=why), len(self.steps) + 1, settle=True)
         elif self.target.lease_can_run_out:  # else a short lease is waited out in real time
             self._record(Wait(seconds=past, why=why), len(self.steps) + 1, settle=True)
@@ -503,7 +503,7 @@ class World:
         if operation.died and attempts:
             attempts = [max(attempts, key=lambda a: a.end_time)]
         promises = self.target.promises
-        return any(a.completion is not None
+        return any(a.completion is not None and not view.store_failed(a)
                    and is_final(a.completion, promises, errors=operation.errors)
                    for a in attempts)
 

@@ -147,6 +147,39 @@ class View:
         self.fault_windows = self._fault_windows()
         self.store_sizes = [e for e in self.events if e.f == "store-size" and e.type == "ok"]
         self.has_clock_advance = bool(self._clock_times)
+        #: The first restart after which nothing says where the target's clock stood (a test
+        #: clock moved by the harness, and a target file with neither ``read`` nor
+        #: ``restart_resets``): from then on the harness's account of the target's time may
+        #: run ahead of the target's own.
+        self.clock_lost = next((e for e in self.restarts
+                                if e.value.get("clock") == "unknown"), None)
+
+    def spans_lost_clock(self, indices: Sequence[int], *, keyless: bool = False) -> bool:
+        """Does evidence (history indices) reach from before the restart that lost the
+        target's clock to after it, so that what it says about elapsed time rests on the
+        harness's account alone?  ``keyless`` evidence (a table's size) is about every key:
+        it spans when any key was used before that restart."""
+        lost = self.clock_lost
+        if lost is None:
+            return False
+        cited = set(indices)
+        times = [e.time for e in self.events if e.index in cited]
+        if not times or max(times) <= lost.time:
+            return False
+        return min(times) < lost.time or (keyless and any(
+            a.invoke.time < lost.time for a in self.attempts if a.invoke.key is not None))
+
+    def lost_clock_reason(self) -> str:
+        """Why elapsed time after the restart cannot be judged, naming what to declare."""
+        lost = self.clock_lost
+        why = str(lost.value.get("clock_reason", "")) if lost is not None else ""
+        why = why.split(": declare", 1)[0]  # what to declare is said once, below
+        return ("the target's clock is unknown after it restarted"
+                + (f" ({why})" if why else "")
+                + ": the harness's account of its time may run ahead of the target's, so "
+                "nothing that rests on elapsed time since then can be judged; declare "
+                "[hooks.clock] read (a path answering the target's time) or restart_resets "
+                "(true: a restart resets the clock; false: it keeps it) in the target file")
 
     def clock_offset(self, time: float) -> float:
         """Seconds the target's clock had been advanced by at history time ``time``."""
@@ -276,6 +309,14 @@ class View:
             if fault.time <= end and (heal is None or heal.time >= attempt.invoke.time)
             and (where is None or fault.value.get("where", "client") == where)
         ]
+
+    def store_failed(self, attempt: Attempt) -> bool:
+        """Was this a 5xx answered while the harness faulted the store?  That error is the
+        failing store's, not the handler's: never the operation's stored answer, whatever
+        ``errors`` says (a library that stores its handler's errors could not store this one),
+        so a client retries it."""
+        return (attempt.status is not None and attempt.status >= 500
+                and bool(self.faults_during(attempt, where="store")))
 
     def evidence(self, attempts: Sequence[Attempt], *extra: int) -> tuple[int, ...]:
         """The attempts' events, the faults that acted while they ran, the store writes of

@@ -38,6 +38,8 @@ from harness.judging._findings import (
 )
 
 __all__ = [
+    "ELAPSED_TIME_MECHANISMS",
+    "LOST_CLOCK",
     "MOVED_CLOCK",
     "PROPERTIES",
     "QUEUE_PROPERTIES",
@@ -259,6 +261,8 @@ def check_history(
     chosen = [registry[p] for p in properties] if properties else registry.specs()
     results = {spec.id: _check_safe(spec, view, options) for spec in chosen}
     unconfirmed: list[Finding] = []
+    if view.clock_lost is not None:
+        results = {pid: _doubt_lost_clock(result, view) for pid, result in results.items()}
     if not options.trust_moved_clock:
         for pid, result in results.items():
             results[pid], doubted = _doubt_moved_clock(result, view)
@@ -273,6 +277,34 @@ def check_history(
 
 #: How a finding seen only with a moved clock is told.
 MOVED_CLOCK = "seen only with a moved clock"
+#: How a finding that rests on elapsed time across a restart that lost the clock is told.
+LOST_CLOCK = "not judged, the clock being unknown"
+#: Findings that say enough time passed for something that did not happen (a lease run out,
+#: a retention over): after a restart that may have set the target's clock back, the
+#: harness's account of that time may be ahead of the target's, and such a finding false.
+#: (Findings that say too little time passed for what happened cannot be made false so.)
+ELAPSED_TIME_MECHANISMS = frozenset({"stuck", "stuck-after-charge", "never-answered",
+                                     "expired-keys-kept"})
+
+
+def _doubt_lost_clock(result: PropertyResult, view: View) -> PropertyResult:
+    """Set aside the findings whose evidence rests on elapsed time across the restart that
+    left the target's clock unknown: each becomes an undecided note naming the missing
+    setting, so the property is unknown, never a (safety) finding."""
+    doubted = [f for f in result.findings if f.mechanism in ELAPSED_TIME_MECHANISMS
+               and view.spans_lost_clock(f.events, keyless=f.key is None)]
+    if not doubted:
+        return result
+    firm = tuple(f for f in result.findings if f not in doubted)
+    notes = tuple(result.notes) + tuple(
+        Note(f.property, f.key, f"{LOST_CLOCK}: {f.message}; but {view.lost_clock_reason()}",
+             {"lost_clock": True, "finding": f.to_json()}, undecided=True)
+        for f in doubted)
+    if firm:
+        return replace(result, findings=firm, notes=notes)
+    undecided = [n.message for n in notes if n.undecided]
+    return replace(result, verdict="unknown", findings=(), notes=notes,
+                   reason="; ".join(undecided))
 
 
 def _doubt_moved_clock(result: PropertyResult, view: View) -> tuple[PropertyResult, list[Finding]]:

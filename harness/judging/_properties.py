@@ -50,11 +50,12 @@ def _errors(attempts: list[Attempt], options: CheckOptions) -> ErrorPolicy:
     return options.errors_for(a.label for a in attempts)
 
 
-def _final(attempt: Attempt, errors: ErrorPolicy, options: CheckOptions) -> bool:
+def _final(view: View, attempt: Attempt, errors: ErrorPolicy, options: CheckOptions) -> bool:
     """A final answer for a key judged under ``errors``: one a client stops retrying on, and
-    a stored error replayed (marked as such), whatever its status."""
+    a stored error replayed (marked as such), whatever its status; never an error the failing
+    store caused."""
     completion = attempt.completion
-    if completion is None:
+    if completion is None or view.store_failed(attempt):
         return False
     stored_error = (errors == "store" and attempt.status is not None and attempt.status >= 500
                     and options.promises.marks_replay(attempt.headers))
@@ -117,13 +118,23 @@ def at_most_once(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             continue
         if effects.count is not None and effects.count > allowed:
             expiry = "" if allowed == 1 else f" ({allowed} retention windows)"
-            mechanism, how = _how_it_ran_twice(view, attempts, options.promises.lease)
+            refused = _refused_reuses_that_charged(attempts, effects, options)
+            mechanism, how = (("reuse-charged", _reuse_charged_words(refused, options))
+                              if refused else
+                              _how_it_ran_twice(view, attempts, options.promises.lease))
             yield Finding(
                 "P1", shown,
                 f"{effects.count} charges for key {shown}{_every_charge(effects, attempts)} "
                 f"where at most {allowed} may exist{expiry}: {_story(attempts, view)}. {how}",
                 view.evidence(attempts, effects.index), mechanism=mechanism,
             )
+        elif (allowed > 1 and effects.count and effects.count > 1
+              and view.spans_lost_clock(view.evidence(attempts))):
+            yield Note("P1", shown,
+                       f"{effects.count} charges for key {shown}, a retry having come after the "
+                       f"promised retention ({format_duration(retention or 0)}) by the harness's "
+                       "account, which the contract allows; whether it had by the target's "
+                       f"clock is unknown: {view.lost_clock_reason()}", undecided=True)
         elif allowed > 1 and effects.count and effects.count > 1:
             yield Note("P1", shown,
                        f"{effects.count} charges for key {shown}: a retry came after the promised "
@@ -175,6 +186,35 @@ def _every_charge(effects: EffectsSeen, attempts: list[Attempt]) -> str:
     unnamed = [charge for charge in effects.ids if charge not in named]
     silent = f"; no answer named {', '.join(unnamed)}" if unnamed else ""
     return f" ({', '.join(effects.ids)}{silent})"
+
+
+def _refused_reuses_that_charged(attempts: list[Attempt], effects: EffectsSeen,
+                                 options: CheckOptions) -> list[Attempt]:
+    """The requests reusing the key with another request, refused with the mismatch status,
+    that must have made the charges no answer names: each charge that a 2xx names is that
+    answer's, and every request of the key that could have made another (none was answered
+    with a 2xx naming a charge) is such a refused reuse.  Empty when anything else could have
+    charged (an answer lost, an error, an in-progress answer): then nothing is blamed."""
+    promises = options.promises
+    named = {a.resource for a in attempts if a.ok and a.resource}
+    if effects.count is None or not named or effects.count <= len(named):
+        return []
+    if effects.ids is not None and not set(effects.ids) - named:
+        return []
+    first = next(a for a in attempts if a.ok and a.resource)
+    others = [a for a in attempts if not (a.ok and a.resource)]
+    refused = [a for a in others if a.status == promises.mismatch_status
+               and a.invoke.fingerprint != first.invoke.fingerprint
+               and not promises.says_in_progress(a.status)]
+    return refused if others and len(refused) == len(others) else []
+
+
+def _reuse_charged_words(refused: list[Attempt], options: CheckOptions) -> str:
+    status = options.promises.mismatch_status
+    which = ", ".join(f"attempt {a.invoke.attempt or '?'}" for a in refused)
+    return (f"The key was reused with another request ({which}), refused with {status} as it "
+            f"should be, yet charged: no answer names the extra charge, and only the refused "
+            f"reuse could have made it. A refusal must come before any work.")
 
 
 def _how_it_ran_twice(view: View, attempts: list[Attempt],
@@ -293,7 +333,7 @@ def _charged_behind_an_error(view: View, shown: str, identity: Identity,
         return
     last = answered[-1]
     refused = last.status in (options.promises.mismatch_status, DRAFT_MISSING_KEY)
-    if refused or not _final(last, _errors(attempts, options), options):
+    if refused or not _final(view, last, _errors(attempts, options), options):
         return
     effects = _effects(view, identity)
     if effects.count:
@@ -305,7 +345,8 @@ def _charged_behind_an_error(view: View, shown: str, identity: Identity,
         )
 
 
-def _stored_answer(attempt: Attempt, options: CheckOptions, errors: ErrorPolicy) -> bool:
+def _stored_answer(view: View, attempt: Attempt, options: CheckOptions,
+                   errors: ErrorPolicy) -> bool:
     """Is this final answer one the target promises to store and replay?  A 2xx always is; a
     5xx only when errors are stored (``errors``: the key's policy); a 4xx only when validation
     errors are declared stored (Stripe-style services answer a bad request again without
@@ -318,7 +359,7 @@ def _stored_answer(attempt: Attempt, options: CheckOptions, errors: ErrorPolicy)
     if 200 <= status < 300:
         return True
     if status >= 500:
-        return errors == "store"
+        return errors == "store" and not view.store_failed(attempt)
     refusals = {promises.mismatch_status, *promises.in_progress_statuses}
     return status not in refusals and promises.validation_errors == "stored"
 
@@ -345,7 +386,7 @@ def faithful_replay(view: View, options: CheckOptions) -> Iterator[Finding]:
         for epoch in view.epochs(attempts, promises.retention):
             groups: dict[str | None, list[Attempt]] = defaultdict(list)
             for attempt in epoch:
-                if _final(attempt, errors, options):
+                if _final(view, attempt, errors, options):
                     groups[attempt.invoke.fingerprint].append(attempt)
             reference_fp = epoch[0].invoke.fingerprint
             for fingerprint, finals in groups.items():
@@ -392,7 +433,7 @@ def _replays_match(view: View, shown: str, finals: list[Attempt],
 
     unmarked = [a for a in finals if not marked(a)]
     reference = min(unmarked or finals, key=lambda a: a.end_time)
-    if not _stored_answer(reference, options, errors):
+    if not _stored_answer(view, reference, options, errors):
         return
     for replay in (a for a in finals if a is not reference):
         if replay.resource and reference.resource and replay.resource != reference.resource:
@@ -452,11 +493,13 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
     for identity, attempts in view.keyed():
         shown = describe_identity(identity)
         yield from _refused_as_a_reuse_at_once(view, identity, attempts, options)
+        yield from _refused_reuse_charged(view, identity, attempts, options)
         errors = _errors(attempts, options)
         for epoch in view.epochs(attempts, promises.retention):
             # Reuse is judged against the first answer the target stored: before it (a lost
             # request, a refusal, a released error) the key may still be free.
-            original = next((a for a in epoch if _stored_answer(a, options, errors)), None)
+            original = next((a for a in epoch if _stored_answer(view, a, options, errors)),
+                            None)
             if original is None:
                 continue
             for attempt in epoch:
@@ -490,6 +533,26 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                         view.evidence([original, attempt]),
                         mechanism=_reuse_mechanism(original, attempt),
                     )
+
+
+def _refused_reuse_charged(view: View, identity: Identity, attempts: list[Attempt],
+                           options: CheckOptions) -> Iterator[Finding]:
+    """A reuse refused with the mismatch status must also cause no side effect: a charge no
+    answer names, which only a refused reuse could have made, is one it caused (judged, as
+    every reuse, only on the target's declared operations)."""
+    seen = view.effects.get(identity)
+    if seen is None or seen.count is None:
+        return
+    refused = _refused_reuses_that_charged(attempts, seen, options)
+    if refused and all(options.declares(a.invoke.method, a.invoke.path) for a in refused):
+        shown = describe_identity(identity)
+        yield Finding("P4", shown,
+                      f"key {shown} reused with another request was refused with "
+                      f"{refused[0].status}, yet charged: {seen.count} charges where the "
+                      f"answers name {len({a.resource for a in attempts if a.ok and a.resource})}"
+                      ", and only the refused reuse could have made the other",
+                      view.evidence([*attempts[:1], *refused], seen.index),
+                      mechanism="reuse-refused-but-charged")
 
 
 def _refused_as_a_reuse_at_once(view: View, identity: Identity, attempts: list[Attempt],
@@ -637,6 +700,9 @@ def _answered_before_the_original(view: View, shown: str, retry: Attempt, origin
         return
     if retry.resource and original.resource and retry.resource != original.resource:
         return  # executed twice: P1 and P2 say so
+    if retry.resource is not None and retry.resource == original.resource:
+        return  # the stored answer, naming the original's own charge, merely arrived first
+        # (under load): nothing was made up; how faithfully it was replayed is P3's
     marked = (" marked as a replay" if options.promises.marks_replay(retry.headers) else "")
     early = (original.end_time - retry.end_time) * 1000
     yield Finding(
@@ -678,7 +744,7 @@ def retention(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                       mechanism="retention-shorter-than-horizon")
     kept: list[float] = []
     forgotten: list[tuple[float, Attempt, Attempt]] = []
-    for _identity, attempts in view.keyed():
+    for identity, attempts in view.keyed():
         reference = next((a for a in attempts if a.ok), None)
         if reference is None:
             continue
@@ -686,18 +752,26 @@ def retention(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
             if not probe.label.startswith("retention-probe") or not probe.ok:
                 continue
             gap = probe.start - attempts[0].start
-            if probe.resource == reference.resource and probe.digest == reference.digest:
-                kept.append(gap)
-            else:
+            if _executed_again(view, identity, reference, probe):
                 forgotten.append((gap, reference, probe))
+            else:
+                kept.append(gap)
     if not kept and not forgotten:
         return
     low = max(kept, default=0.0)
     high = min((g for g, _, _ in forgotten), default=None)
     bracket = (f"between {format_duration(low)} and {format_duration(high)}" if high is not None
                else f"at least {format_duration(low)}")
-    yield Note("P6", None, f"effective retention measured {bracket}",
-               {"kept_at_least": low, "forgotten_by": high, "promised": promised})
+    if any(view.spans_lost_clock(view.evidence(attempts)) for _, attempts in view.keyed()
+           if any(a.label.startswith("retention-probe") for a in attempts)):
+        # The harness's account may run ahead of the target's clock: a key kept "past" the
+        # retention proves nothing, though one forgotten within it still does (below).
+        yield Note("P6", None, f"the effective retention could not be measured ({bracket} by "
+                               f"the harness's account): {view.lost_clock_reason()}",
+                   undecided=True)
+    else:
+        yield Note("P6", None, f"effective retention measured {bracket}",
+                   {"kept_at_least": low, "forgotten_by": high, "promised": promised})
     if promised is not None:
         for gap, reference, probe in forgotten:
             if gap <= promised:
@@ -708,6 +782,19 @@ def retention(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                     f"retention of {format_duration(promised)}: its retry was executed again",
                     view.evidence([reference, probe]), mechanism="forgotten-within-retention",
                 )
+
+
+def _executed_again(view: View, identity: Identity, reference: Attempt, probe: Attempt) -> bool:
+    """Was a retention probe executed anew (the key forgotten) rather than answered from the
+    stored response?  Another charge in its answer says so; so does another body when the
+    charges cannot be named, unless the key holds a single charge: a replay whose body
+    differs from the original's is P3's to judge, not a key forgotten."""
+    if probe.resource is not None and reference.resource is not None:
+        return probe.resource != reference.resource
+    if probe.digest == reference.digest:
+        return False
+    seen = view.effects.get(identity)
+    return seen is None or seen.count is None or seen.count > 1
 
 
 @prop("P7", "a missing key is rejected with 400 in strict mode and processed in lax mode")
@@ -918,8 +1005,9 @@ def _answers_during_outage(view: View, incident: _Incident,
                            options: CheckOptions) -> Iterator[Finding | Note]:
     """While its store fails a server should answer 2xx, a replay, 409 or 503.  Another 5xx
     that charged nothing (every charge of its key is one a success names) is only the wrong
-    status (a note); one behind which a charge exists means the server did not notice the
-    failure and half-wrote."""
+    status (a note); one behind which a charge exists that no success names is a finding: a
+    client told 500 may stop there (under ``errors = "store"`` a 500 is the stored answer), and
+    the charge is lost to it."""
     allowed = {*options.promises.in_progress_statuses, 503, 429}
     for attempt in view.attempts:
         status = attempt.status
@@ -929,13 +1017,20 @@ def _answers_during_outage(view: View, incident: _Incident,
             continue
         shown = describe_identity(attempt.identity)
         seen = view.effects.get(attempt.identity)
-        named = {a.resource for a in view.by_identity[attempt.identity] if a.ok and a.resource}
-        if (attempt.invoke.key is not None and seen is not None and seen.count is not None
-                and seen.count <= len(named)):
+        attempts = view.by_identity[attempt.identity]
+        named = {a.resource for a in attempts if a.ok and a.resource}
+        count = seen.count if seen is not None and attempt.invoke.key is not None else None
+        # Whether the key stuck is what its retries show (``_converged``), said only when
+        # they show it
+        errors = _errors(attempts, options)
+        settled = any(a.end_time > incident.end.time and _final(view, a, errors, options)
+                      for a in attempts)
+        if count is not None and count <= len(named):
             yield Note("P9", shown,
                        f"during {incident.what} key {shown} got {status} where 503 is expected; "
-                       "nothing was charged and the key did not stick, so it is only the wrong "
-                       "status")
+                       "nothing was charged behind it"
+                       + (" and a retry got a final answer" if settled else "")
+                       + ", so that answer is only the wrong status")
             continue
         yield Finding("P9", shown,
                       f"during {incident.what} key {shown} got {status}; a server that loses "
@@ -1022,7 +1117,7 @@ def _converged(view: View, incident: _Incident, identity: Identity,
     # a request already running through the incident that answered after it counts too: its
     # final answer shows the key was not left in progress
     finals = [a for a in attempts
-              if a.end_time > incident.end.time and _final(a, errors, options)]
+              if a.end_time > incident.end.time and _final(view, a, errors, options)]
     expired = (retention is not None and bool(attempts) and view.target_time(view.events[-1])
                > attempts[0].start + retention)
     if after and not finals and expired:
@@ -1206,12 +1301,22 @@ def _expiry_evidence(view: View, keyed: Iterable[Sequence[Attempt]], observation
                          observation.index}))
 
 
+def _retained_from(attempts: Sequence[Attempt], when: float) -> float:
+    """The target time from which a key's retention may run, as seen at history time
+    ``when``: its first request's start, or the latest end of one of its requests (a record
+    stored after the answer starts its TTL then); a request still running has not let it
+    start."""
+    begun = [a for a in attempts if a.invoke.time <= when]
+    ends = [a.end if a.end is not None else float("inf") for a in begun]
+    return max([begun[0].start, *ends]) if begun else float("inf")
+
+
 @prop("P11", "bounded storage: expired keys are removed")
 def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
     retention = options.promises.retention
     if not view.store_sizes or retention is None:
         return
-    grace = options.promises.cleanup_interval or 0.0
+    grace, allowed = options.promises.expiry_allowance()
     if not view.events:
         return
     start = view.target_time(view.events[0])
@@ -1226,10 +1331,14 @@ def bounded_storage(view: View, options: CheckOptions) -> Iterator[Finding]:
                    if _live_at(attempts, observation.time, horizon))
         rows = int(observation.value.get("rows", 0))
         if rows > live:
+            oldest = min((_retained_from(a, observation.time) for a in keyed.values()
+                          if not _live_at(a, observation.time, horizon)), default=float("inf"))
+            past = f", the oldest {format_duration(now - retention - oldest)} past it" if (
+                oldest < float("inf")) else ""
             yield Finding("P11", None,
                           f"the key table holds {rows} rows {format_duration(now - start)} into "
                           f"the run, but only {live} keys are within the retention of "
-                          f"{format_duration(retention)}: expired keys are not removed and the "
-                          "table grows without bound",
+                          f"{format_duration(retention)}{past} (allowing {allowed}): expired "
+                          "keys are not removed and the table grows without bound",
                           _expiry_evidence(view, keyed.values(), observation, horizon),
                           mechanism="expired-keys-kept")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from rich.console import Console
@@ -22,9 +23,10 @@ from harness._outcomes import (
     ScenarioStarted,
     Step,
 )
+from harness._target import Target
 from harness.judging._findings import Finding
 from harness.reports._results import requests_sent, run_account
-from harness.reports._runview import by_key
+from harness.reports._runview import by_key, row_verdict
 
 __all__ = ["ConsoleReport", "account_lines", "summary_table"]
 
@@ -55,7 +57,8 @@ def summary_table(result: RunResult) -> Table:
     for outcome in result.outcomes:
         found = ", ".join(sorted({f.property for f in outcome.findings})) or (
             escape(outcome.reason or "") if outcome.verdict in ("n/a", "unknown") else "")
-        table.add_row(outcome.name, _verdict(outcome.verdict), str(requests_sent(outcome)), found,
+        table.add_row(outcome.name, _verdict(row_verdict(result, outcome)),
+                      str(requests_sent(outcome)), found,
                       f"{outcome.seconds:.1f}s")
     return table
 
@@ -103,6 +106,7 @@ class ConsoleReport:
                 f"[bold]idem-harness[/] target [cyan]{event.target.name}[/] · "
                 f"{len(event.scenarios)} scenario(s) · seed {event.seed}"
                 + (f" · report {event.report_dir}" if event.report_dir else ""))
+            self._default_endpoint(event.target)
         elif isinstance(event, ScenarioStarted):
             self._current, self._requests, self._unanswered = event.name, 0, 0
             self._faults, self._clock, self._down = [], 0.0, False
@@ -124,9 +128,22 @@ class ConsoleReport:
             if not self._running:
                 self._stop_live()
             if not self.quiet:
-                self._line(event.outcome, position)
+                self._line(event.outcome, position, row_verdict(event.partial, event.outcome))
         elif isinstance(event, RunFinished):
             self._summary(event.result)
+
+    def _default_endpoint(self, target: Target) -> None:
+        """A target file without ``[endpoint]`` means the default request; say which, since
+        a service with another route would otherwise answer 404 to a whole run."""
+        if getattr(target, "kind", "http") != "http" or target.declares_endpoint:
+            return
+        endpoint = target.endpoint
+        self.console.print(
+            Text("note", style="yellow"),
+            Text(f": {target.source or target.name} has no [endpoint], so every request is the "
+                 f"default {endpoint.method} {endpoint.path} with the body "
+                 f"{json.dumps(endpoint.body)}; declare [endpoint] (method, path, body) if the "
+                 "service's keyed request is another"), soft_wrap=True)
 
     def _follow(self, step: Step) -> None:
         """Keep the live line's counters: requests, lost answers, faults acting, clock."""
@@ -174,9 +191,9 @@ class ConsoleReport:
             self._live.stop()
             self._live = None
 
-    def _line(self, outcome: ScenarioOutcome, position: str) -> None:
+    def _line(self, outcome: ScenarioOutcome, position: str, verdict: str) -> None:
         line = Text(f"{position} {outcome.name} ")
-        line.append_text(_verdict(outcome.verdict))
+        line.append_text(_verdict(verdict))
         if outcome.reason:
             line.append(f"  ({outcome.reason})", style="dim")  # Text: no markup parsing
         self.console.print(line)
@@ -197,6 +214,11 @@ class ConsoleReport:
             if outcome.verdict == "unknown":
                 self.console.print(Text(f"unknown {outcome.name}", style="yellow"),
                                    Text(f": {unknown_reason(outcome)}"), soft_wrap=True)
+        if result.exercised_nothing:
+            self.console.print(Text("nothing was exercised", style="yellow"),
+                               Text(": every scenario was not applicable to this target (each "
+                                    "says what it needs), so the run cannot pass"),
+                               soft_wrap=True)
         if result.unfinished:
             self.console.print(Text("not run", style="yellow"),
                                Text(f": {', '.join(result.unfinished)}"), soft_wrap=True)

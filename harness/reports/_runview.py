@@ -32,7 +32,7 @@ from harness.reproduction._scripts import script_for
 
 __all__ = ["CARDS", "DIAGRAMS_PER_KIND", "LISTED", "Cell", "FindingView", "PropertyColumn",
            "PropertySummary", "RunView", "ScenarioRow", "by_key", "counterpart",
-           "reproduction_script", "run_view", "sharing_scripts"]
+           "reproduction_script", "row_verdict", "run_view", "sharing_scripts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,11 +204,26 @@ class RunView:
             left = len(self.unfinished)
             return (f"the run stopped early: {left} scenario{'s' if left != 1 else ''} never "
                     f"ran ({', '.join(self.unfinished) or 'none'}); {findings} so far")
+        if self.verdict == "inconclusive" and not self.counts.get("unknown", 0):
+            return ("nothing was exercised: every scenario was not applicable to this target "
+                    "(each says what it needs), so the run cannot pass")
         if self.verdict == "inconclusive":
             unknown = self.counts.get("unknown", 0)
             return (f"no finding, but {unknown} scenario{'s' if unknown != 1 else ''} could not "
                     "be judged: see each reason below")
         return findings
+
+
+def row_verdict(result: RunResult | None, outcome: ScenarioOutcome) -> str:
+    """The word a scenario's row shows.  A run's outcomes are scenarios that finished, but an
+    exploration's one outcome (``extra["explore"]``) stands for the whole search, reported
+    even when Ctrl-C stopped it: then its row says ``incomplete``, as the run does, never
+    ``pass`` for a search that did not end (a finding stays a ``fail``).  Without the run
+    (a scenario's line before any), the outcome's own."""
+    if (result is not None and not result.complete and "explore" in result.extra
+            and outcome.verdict == "pass"):
+        return "incomplete"
+    return outcome.verdict
 
 
 def by_key(findings: Sequence[Finding]) -> list[list[Finding]]:
@@ -258,7 +273,8 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
                                           titles.get(first.property, ""), diagram, plain,
                                           elided=not draw, script=script, also=also))
     findings.sort(key=lambda f: f.klass != "safety")  # stable: scenario order stays
-    rows = tuple(_row(outcome, columns, anchors, prefix) for outcome in result.outcomes)
+    rows = tuple(replace(_row(outcome, columns, anchors, prefix),
+                         verdict=row_verdict(result, outcome)) for outcome in result.outcomes)
     return RunView(
         target=result.target.name,
         verdict=result.verdict,

@@ -12,6 +12,7 @@ A race the run lost can go the other way: the verdict says so rather than call a
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from harness.judging._findings import Finding
 from harness.reproduction._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
 from harness.services._commit_proxy import AfterWrite, StoreFault
 
-__all__ = ["Replayed", "cannot_play", "replay_reproduction", "story_scenario"]
+__all__ = ["Replayed", "cannot_play", "replay_reproduction", "story_scenario", "timing_notes"]
 
 #: Requests invoked within this many seconds of each other, all still running together, were
 #: released at once in the run (a barrier): they go out at once again.
@@ -57,6 +58,9 @@ class _Send:
     losers: frozenset[int] = frozenset()
     #: How long the winners' head start is when the target cannot report a key in progress.
     head_start: float = 0.0
+    #: The slow hook's milliseconds, by invoke index, for a request the run held longer than
+    #: it asked (a loaded machine): the replay holds it at least as long.
+    stretched: Mapping[int, int] = field(default_factory=dict)
 
 
 def _strikes(events: Sequence[Event]) -> tuple[dict[int, AfterWrite], set[int]]:
@@ -117,11 +121,71 @@ def _plan(events: Sequence[Event], target: Target) -> list[tuple[float, _Send | 
         ends = [completions[e.op].time if e.op in completions else float("inf") for e in group]
         timeouts = tuple(_timeout(e, completions.get(e.op), target) for e in group)
         losers, head_start = _race_losers(group, completions, target)
+        background = any(end > following for end in ends)
+        stretched = {e.index: ms for e in group if background
+                     and (ms := _held_for(e, completions.get(e.op), target)) is not None}
         planned.append((first.time - origin,
-                        _Send(tuple(group), timeouts, any(end > following for end in ends),
+                        _Send(tuple(group), timeouts, background,
                               {e.index: strikes[e.index] for e in group if e.index in strikes},
-                              losers, head_start)))
+                              losers, head_start, stretched)))
     return planned
+
+
+def _slow_ms(invoke: Event, target: Target) -> int | None:
+    """The milliseconds the slow hook asked of this request, as its header says; None when it
+    carried none (or the value cannot be read back)."""
+    slow = target.hooks.slow
+    if slow is None:
+        return None
+    sent = next((v for k, v in (invoke.headers or {}).items()
+                 if k.lower() == slow.header.lower()), None)
+    head, _, tail = slow.value.partition("{ms}")
+    if sent is None or not sent.startswith(head) or not sent.endswith(tail):
+        return None
+    digits = sent[len(head):len(sent) - len(tail)]
+    return int(digits) if digits.isdigit() else None
+
+
+def _held_for(invoke: Event, completion: Event | None, target: Target) -> int | None:
+    """The slow hook's milliseconds that hold this request (one later steps met running) as
+    long as the run observed it running, when that is longer than the run asked: under load a
+    request slowed 1250 ms took 2.7 s, and the clock jump and the retry that met it running in
+    the run met it finished in the replay.  None when nothing needs stretching."""
+    asked = _slow_ms(invoke, target)
+    if asked is None or completion is None or completion.status is None:
+        return None
+    observed = math.ceil((completion.time - invoke.time) * 1000)
+    return observed if observed > asked else None
+
+
+#: A request the run observed running at least this long, which the replay cannot hold again,
+#: is said up front: on a quiet machine it may finish before a step that met it running.
+LONG_REQUEST = 0.5
+
+
+def timing_notes(events: Sequence[Event], target: Target) -> list[str]:
+    """What the replay cannot time as the run did, said before it plays: each request that
+    ran in the background of later steps for long in the run, held by no slow hook the
+    replay could stretch."""
+    notes = []
+    for _, step in _plan(events, target):
+        if not isinstance(step, _Send) or not step.background:
+            continue
+        for invoke in step.invokes:
+            completion = next((e for e in events if e.op == invoke.op and e.f == "request"
+                               and e.type != "invoke"), None)
+            if completion is None or completion.status is None:
+                continue
+            took = completion.time - invoke.time
+            if took >= LONG_REQUEST and _slow_ms(invoke, target) is None:
+                hold = ("the target has no slow hook ([hooks.slow])" if target.hooks.slow is None
+                        else "it carried no slow hook")
+                notes.append(
+                    f"the run's request {invoke.attempt or '?'} of key {invoke.key} ran "
+                    f"{took:.1f} s while later steps met it running, and the replay cannot "
+                    f"hold it that long ({hold}): on a quieter machine it may finish sooner, "
+                    "and a step that met it running may not")
+    return notes
 
 
 def _race_losers(group: Sequence[Event], completions: Mapping[int, Event],
@@ -219,10 +283,12 @@ class _Player:
                 barrier.wait(timeout=30)
                 plan = step.strikes.get(invoke.index)
                 if plan is not None:  # the store proxy strikes at its write again
-                    context.send_watched(_request(invoke), plan=plan, process=invoke.process,
-                                         instance=instance)
+                    context.send_watched(_request(invoke, step.stretched.get(invoke.index),
+                                                  context.target),
+                                         plan=plan, process=invoke.process, instance=instance)
                     return
-                context.client.send(_request(invoke), process=invoke.process,
+                context.client.send(_request(invoke, step.stretched.get(invoke.index),
+                                             context.target), process=invoke.process,
                                     attempt=invoke.attempt or 1, timeout=timeout,
                                     instance=instance)
             except BaseException as exc:  # raised in the scenario's thread at the end
@@ -280,12 +346,19 @@ class _Player:
             record_total(context.history, context.deployment.oracle)
 
 
-def _request(invoke: Event) -> Request:
-    """The request as the run sent it: its body, its key header verbatim, every header."""
+def _request(invoke: Event, held_ms: int | None = None,
+             target: Target | None = None) -> Request:
+    """The request as the run sent it: its body, its key header verbatim, every header; with
+    ``held_ms`` its slow hook asks that long instead (the time the run observed)."""
+    headers = dict(invoke.headers or {})
+    slow = target.hooks.slow if target is not None else None
+    if held_ms is not None and slow is not None:
+        headers = {k: v for k, v in headers.items() if k.lower() != slow.header.lower()}
+        headers[slow.header] = slow.value.replace("{ms}", str(held_ms))
     return Request(key=invoke.key, tenant=invoke.tenant,
                    raw_body=(invoke.body or "").encode(), method=invoke.method,
                    path=invoke.path, key_header=invoke.key_header,
-                   headers=dict(invoke.headers or {}), label=invoke.label or "")
+                   headers=headers, label=invoke.label or "")
 
 
 def story_scenario(reproduction: Reproduction) -> Scenario:

@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
+from http.client import HTTPConnection, HTTPException
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 from mirakuru import HTTPExecutor, TCPExecutor
@@ -58,6 +59,28 @@ def start_on_a_free_port(host: str, process_on: Callable[[int], ManagedProcess],
     return port, process_on(port).start()
 
 
+class _HTTPReady(HTTPExecutor):
+    """mirakuru's HTTP readiness check, keeping the last answer in words (``GET /health
+    answered 404 Not Found``): a start that timed out can then say what the path answered
+    instead of only that it was not ready."""
+
+    last_answer: str | None = None
+
+    def after_start_check(self) -> bool:
+        path = urlunsplit(("", "", self.url.path or "/", self.url.query, ""))
+        connection = HTTPConnection(self.host, self.port, timeout=min(2.0, self._timeout or 2.0))
+        try:
+            connection.request(self.method, path)
+            answer = connection.getresponse()
+        except (TimeoutError, OSError, HTTPException) as exc:
+            self.last_answer = f"GET {path} got no answer ({exc})"
+            return False
+        finally:
+            connection.close()
+        self.last_answer = f"GET {path} answered {answer.status} {answer.reason}, never 2xx"
+        return 200 <= answer.status < 300
+
+
 class ManagedProcess:
     """One long-running child: started, ready, and always stopped in the end.
 
@@ -77,7 +100,11 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         start_timeout: float = 30.0,
+        ready_hint: str | None = None,
     ) -> None:
+        """``ready_hint`` says which setting chose ``ready_url``, for a start whose URL kept
+        answering something other than 2xx: then that setting, not the command, is the
+        likelier fault."""
         if (ready_url is None) == (ready_port is None):
             raise ValueError("give exactly one of ready_url and ready_port")
         self.name = name
@@ -88,6 +115,7 @@ class ManagedProcess:
         self._env = dict(env or {})
         self._cwd = cwd
         self._start_timeout = start_timeout
+        self._ready_hint = ready_hint
         self._executor: TCPExecutor | None = None
         self._group: int | None = None
         self._leader_started: float | None = None
@@ -118,7 +146,7 @@ class ManagedProcess:
             "stderr": subprocess.STDOUT,
         }
         if self._ready_url is not None:
-            executor: TCPExecutor = HTTPExecutor(
+            executor: TCPExecutor = _HTTPReady(
                 self.command, url=self._ready_url, method="GET", **common
             )
         else:
@@ -129,11 +157,18 @@ class ManagedProcess:
             executor.start()
         except (ExecutorError, OSError) as exc:
             self._executor = executor
+            answered = (executor.last_answer if isinstance(executor, _HTTPReady)
+                        and isinstance(exc, TimeoutExpired) else None)
             self.kill()
+            by_hand = f"run the command by hand to see why: {shlex.join(self.command)}"
+            why = _why_not_ready(exc, self._start_timeout)
+            if answered is not None:
+                why += f": {answered}"
+            answered_http = answered is not None and " answered " in answered
             raise ServiceUnavailable(
-                self.name,
-                f"{_why_not_ready(exc, self._start_timeout)}; {self._output_said()}",
-                f"run the command by hand to see why: {shlex.join(self.command)}",
+                self.name, f"{why}; {self._output_said()}",
+                f"{self._ready_hint}; or {by_hand}" if answered_http and self._ready_hint
+                else by_hand,
             ) from exc
         except BaseException:  # Ctrl-C while it started: leave no process holding the port
             self._executor = executor

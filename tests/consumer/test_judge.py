@@ -186,3 +186,21 @@ def test_a_key_published_again_past_its_window_after_a_cut_may_run_twice() -> No
     assert verdicts["P9"] == ("pass", []) and verdicts["P1"] == ("pass", []), verdicts
     effects(history, "k1", 3)  # a third is one more than the two windows allow
     assert judge(history)["P9"][0] == "fail"
+
+
+def _dedup_row_seen(past: float) -> dict[str, tuple[str, list[str]]]:
+    history = History()
+    publish(history, "k1")
+    drain(history)
+    effects(history, "k1", 1)
+    history.record("info", "clock", NEMESIS, value={"seconds": 3600.0 + past, "via": "hook"})
+    history.record("ok", "store-size", ORACLE, value={"rows": 1})
+    return judge(history)
+
+
+def test_a_dedup_row_within_a_second_past_its_window_is_no_p11() -> None:
+    """Issue 38, item 1: a store whose expiry is in whole seconds (Redis EXPIRE) keeps a row up
+    to a second past the window; the finding, when there is one, says how far past."""
+    assert _dedup_row_seen(0.5)["P11"] == ("pass", [])
+    verdict, messages = _dedup_row_seen(600)["P11"]
+    assert verdict == "fail" and "10m past" in messages[0], messages

@@ -23,10 +23,12 @@ from tests.corpus.conftest import TARGETS, corpus_target
 SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "totals_only",
             "query_clock", "upsert_sqlite", "stored_errors", "wsgi_latin1", "any_keys",
             "per_fault_errors", "redis_store", "locked_423", "memory_clock", "memory_clock_blind",
-            "renewed_lease", "sweeping_cleanup", "redis_ledger")
+            "renewed_lease", "sweeping_cleanup", "redis_ledger", "memory_clock_unsaid",
+            "redis_seconds", "redis_stored_errors", "one_worker")
 #: The services whose exploration takes longest (real-time leases, Redis behind the store
 #: proxy), started first so the last one to finish is a short one.
-SLOWEST_FIRST = ("renewed_lease", "redis_store", "redis_ledger", "ledger_sqlite")
+SLOWEST_FIRST = ("renewed_lease", "redis_store", "redis_ledger", "redis_seconds",
+                 "redis_stored_errors", "ledger_sqlite")
 SEED = 7
 EXPLORE_EXAMPLES = get_profile("ci").explore_max_examples  # the CI budget
 PARALLEL = 4

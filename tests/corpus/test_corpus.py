@@ -71,6 +71,11 @@ FLAWS = (
     ("sweeping_cleanup", "sweep-charged", "crash-mid-request", ("P1", "P9")),
     ("sweeping_cleanup", "no-cleanup", "bounded-storage", ("P11",)),
     ("redis_ledger", "two-step-response", "cut-after-commit", ("P1", "P9")),
+    # issue 38: the services behind its false findings
+    ("memory_clock_unsaid", "no-takeover", "crash-mid-request", ("P9",)),
+    ("redis_seconds", "set-drops-ttl", "bounded-storage", ("P11",)),
+    ("redis_stored_errors", "split-commit", "cut-after-commit", ("P1", "P9")),
+    ("one_worker", "replay-200", "key-reuse", ("P3",)),
 )
 
 
@@ -116,6 +121,13 @@ def test_the_corpus_covers_every_choice_and_has_a_flaw_per_service() -> None:
     assert any(c.read is not None and c.read_field is not None for c in clocks)
     assert any(c.restart_resets and c.read is None for c in clocks)
     assert any(p.lease_renewed for p in promises.values())
+    # issue 38's
+    assert any(c.restart_resets is None and c.read is None for c in clocks)
+    assert any("expiry_granularity" in p.model_fields_set for p in promises.values())
+    assert any(t.promises.errors == "store" and t.store_proxy is not None
+               and t.store_proxy.protocol == "redis" for t in targets.values())
+    assert any(t.promises.in_progress == "conflict" and t.hooks.slow is None
+               for t in targets.values())
 
 
 @pytest.mark.timeout(150)

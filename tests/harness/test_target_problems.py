@@ -68,3 +68,54 @@ query = { key = "{key}" }
 """)
     fields = [field for field, _, _ in found]
     assert "message.dedup" in fields and "start" in fields
+
+
+MINIMAL = ('name = "x"\nurl = "http://127.0.0.1:9000"\n[effects]\nkind = "http"\nurl = "/e"\n'
+           'query = { key = "{key}" }\n')
+
+
+@pytest.mark.parametrize(("table", "field"), [
+    ('[endpoint]\nmethod = "PUTT"\npath = "/charges"\nbody = { amount = "{amount}" }\n',
+     "endpoint.method"),
+    ('[hooks]\ncleanup = { method = "POTS", path = "/cleanup" }\n', "hooks.cleanup.method"),
+    ('[hooks]\nclock = { method = "GETT", path = "/clock" }\n', "hooks.clock.method"),
+])
+def test_an_unknown_http_method_is_refused(tmp_path: Path, table: str, field: str) -> None:
+    """``method = "PUTT"`` was accepted, and every request then went out as PUTT (issue 38,
+    item 12)."""
+    found = problems(tmp_path, MINIMAL + table)
+    assert [f for f, _, _ in found] == [field]
+    assert "'POST'" in found[0][1] and "'PUT'" in found[0][1]
+    assert "use one of the allowed values" in found[0][2]
+
+
+def test_a_method_in_lower_case_is_the_method(tmp_path: Path) -> None:
+    path = tmp_path / "target.toml"
+    path.write_text(MINIMAL + '[endpoint]\nmethod = "put"\npath = "/c"\n'
+                              'body = { amount = "{amount}" }\n')
+    assert load_target(path).endpoint.method == "PUT"
+
+
+def test_a_file_without_an_endpoint_says_what_run_sends_instead(tmp_path: Path) -> None:
+    """No [endpoint] means the default POST /charges; that is no longer silent: the run's
+    banner says so, and what to write (issue 38, item 12)."""
+    import io
+
+    from rich.console import Console
+
+    from harness._outcomes import RunStarted
+    from harness.reports import ConsoleReport
+
+    path = tmp_path / "target.toml"
+    path.write_text(MINIMAL)
+    target = load_target(path)
+    assert not target.declares_endpoint
+    out = io.StringIO()
+    ConsoleReport(Console(file=out, width=200)).handle(RunStarted(target, ("key-reuse",), 1, None))
+    said = " ".join(out.getvalue().split())
+    assert "no [endpoint]" in said and "POST /charges" in said, said
+    path.write_text(MINIMAL + '[endpoint]\npath = "/charges"\nbody = { amount = "{amount}" }\n')
+    out = io.StringIO()
+    ConsoleReport(Console(file=out, width=200)).handle(
+        RunStarted(load_target(path), ("key-reuse",), 1, None))
+    assert "no [endpoint]" not in out.getvalue()

@@ -73,6 +73,39 @@ def test_a_refusal_that_changed_the_key_is_not_taken_for_the_query_string(
 
 def test_a_retry_answered_with_the_replay_while_the_original_ran_met_it(
         env: dict[str, str], tmp_path: Path) -> None:
-    said, text = _probe(env, tmp_path, "wait", "", hooks="")  # no slow hook: copies at once
+    said, text = _probe(env, tmp_path, "wait", "")  # the slow hook holds the original
     assert "no retry met the original" not in said, said
     assert load_target(tmp_path / "target.toml").promises.in_progress == "wait", text
+
+
+def test_without_a_slow_hook_a_replay_to_copies_at_once_is_no_promise(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """Copies sent at once and each answered 2xx show nothing: a copy sent before the first
+    answer arrived may have reached the service after the original had finished.  Without a
+    way to hold the original, ``in_progress`` is unknown, with the hint (issue 38, item 5)."""
+    said, text = _probe(env, tmp_path, "wait", "", hooks="")
+    assert "in_progress" not in load_target(tmp_path / "target.toml").promises.model_fields_set, \
+        text
+    assert "[hooks.slow]" in said and "unknown" in said, said
+
+
+def test_a_service_with_one_worker_and_no_slow_hook_is_not_said_to_wait(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """The corpus's one_worker answers 409 for a key in progress, but serves one request at a
+    time: copies sent at once are each answered 2xx, the later ones replayed after waiting for
+    the worker, not for the original.  probe wrote in_progress = "wait" (issue 38, item 5)."""
+    import tomlkit
+
+    from tests.corpus.conftest import corpus_target
+
+    document = tomlkit.parse(Path(corpus_target("one_worker").source).read_text())
+    document["start"]["cwd"] = str(ROOT)  # type: ignore[index]
+    for field in ("in_progress", "in_progress_status", "retry_after"):
+        del document["promises"][field]  # type: ignore[union-attr]
+    path = tmp_path / "one_worker.toml"
+    path.write_text(tomlkit.dumps(document))
+    done = cli(env, "probe", "--target", str(path), "--seed", "11", "--write")
+    assert done.exit_code == 0, done.output
+    assert load_target(path).promises.in_progress == "conflict", path.read_text()
+    assert "in_progress" not in load_target(path).promises.model_fields_set
+    assert "[hooks.slow]" in done.output, done.output

@@ -3,6 +3,7 @@ starts; a store that cannot be opened stops the process with a reason."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,21 @@ def test_an_unreachable_database_stops_the_server_with_the_reason(tmp_path: Path
     assert "Connection refused" in result.stderr
     assert "Traceback" not in result.stderr and "check --store" in result.stderr
     assert result.stdout == ""
+
+
+def test_a_port_in_use_is_a_usage_error_that_names_it(tmp_path: Path) -> None:
+    """``serve --port P`` with P taken: exit 2 (a usage error), "port P is in use", not 3
+    (inconclusive) with only uvicorn's log line (issue 38, item 11)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        for command in ([sys.executable, "-m", "reference_server"],
+                        [sys.executable, "-m", "harness.cli", "serve"]):
+            result = subprocess.run(
+                [*command, "--port", str(port), "--store",
+                 f"sqlite:///{tmp_path / 'keys.sqlite3'}"],
+                capture_output=True, text=True, timeout=60)
+            assert result.returncode == 2, result.stderr
+            assert f"port {port} is in use" in result.stderr
+            assert "--port" in result.stderr and "Traceback" not in result.stderr
