@@ -16,7 +16,7 @@ from harness._parallel import default_jobs
 from harness._profiles import get_profile, in_ci
 from harness._target import Target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
-from harness.cli._run import choose_target, target_options
+from harness.cli._run import BROKER_OPTION, choose_target, target_options
 from harness.explore import (
     DEFAULT_SHRINK_SECONDS,
     ExploreConfig,
@@ -59,27 +59,32 @@ def _saved_examples(database: Path) -> int:
 
 
 def _target(target_file: str | None, reference: bool, store: str | None, flaw: FlawNames,
-            reference_consumer: bool) -> Target:
+            reference_consumer: bool, broker: str | None = None) -> Target:
     """The target the options name: a file, the reference server, or the reference consumer
-    (``--store`` and ``--flaw`` apply to either reference)."""
+    on the broker ``--broker`` names (``--store`` and ``--flaw`` apply to either reference)."""
+    if broker is not None and not reference_consumer:
+        raise UsageError("--broker picks the reference consumer's broker: give it with "
+                         "--reference-consumer (a target file names its own, [broker] kind)")
     if reference_consumer:
         if target_file or reference:
             raise UsageError("give one of --target FILE, --reference and --reference-consumer")
         from harness.consumer._reference import reference_consumer_target
 
-        return reference_consumer_target(store=store, flaw=flaw)
+        return reference_consumer_target(store=store, flaw=flaw,
+                                         broker="kafka" if broker == "kafka" else "rabbitmq")
     return choose_target(target_file, reference, store, flaw)
 
 
 _REFERENCE_CONSUMER = click.option(
     "--reference-consumer", is_flag=True,
-    help="against the built-in reference queue consumer (on RabbitMQ; --store and --flaw "
-         "apply to it as to --reference)")
+    help="against the built-in reference queue consumer (on RabbitMQ, or Kafka with --broker "
+         "kafka; --store and --flaw apply to it as to --reference)")
 
 
 @click.command("explore")
 @target_options
 @_REFERENCE_CONSUMER
+@BROKER_OPTION
 @click.option("--max-examples", type=click.IntRange(min=1), default=None,
               help="examples to try before giving up  [default: the profile's budget: "
                    f"{get_profile('dev').explore_max_examples} (dev), "
@@ -118,15 +123,15 @@ _REFERENCE_CONSUMER = click.option(
 @translate_errors
 def explore_command(target_file: str | None, reference: bool, store: str | None,
                     flaw: tuple[str, ...], allow_remote: bool, reference_consumer: bool,
-                    max_examples: int | None, seed: int | None, report_dir: Path | None,
-                    shrink_time: float, retry_horizon: float, fresh: bool,
+                    broker: str | None, max_examples: int | None, seed: int | None,
+                    report_dir: Path | None, shrink_time: float, retry_horizon: float, fresh: bool,
                     trust_moved_clock: bool, no_opening: bool, jobs: int | None,
                     first_only: bool, quiet: bool) -> None:
     """Let Hypothesis draw stories of requests, retries and faults (or, for a queue consumer,
     publishes, copies, republishes, lost acks, kills and restarts, stalls, clock jumps and
     poison messages); print and save the shortest failing one (exit 0 nothing failed, 1 a
     story failed, 2 error, 3 something could not be judged, 130/143 interrupted)."""
-    target = _target(target_file, reference, store, flaw, reference_consumer)
+    target = _target(target_file, reference, store, flaw, reference_consumer, broker)
     report_dir = report_dir or default_report_dir()
     database = example_database(target, seed, report_dir)
     if fresh:
@@ -174,6 +179,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
 @click.argument("story_file", type=click.Path(path_type=Path, dir_okay=False))
 @target_options
 @_REFERENCE_CONSUMER
+@BROKER_OPTION
 @click.option("--report-dir", type=REPORT_DIR, default=None,
               help="where to write the replayed story.json and the reports (default "
                    "reports/run-*)")
@@ -185,13 +191,13 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
 @translate_errors
 def replay_command(story_file: Path, target_file: str | None, reference: bool,
                    store: str | None, flaw: tuple[str, ...], allow_remote: bool,
-                   reference_consumer: bool, report_dir: Path | None, retry_horizon: float,
-                   trust_moved_clock: bool, quiet: bool) -> None:
+                   reference_consumer: bool, broker: str | None, report_dir: Path | None,
+                   retry_horizon: float, trust_moved_clock: bool, quiet: bool) -> None:
     """Run a saved story again, against its own target or the one given, and judge it
     (exit 0 it holds now, 1 it fails, 2 error)."""
     story = load_story(story_file)
-    if target_file or reference or store or flaw or reference_consumer:
-        target = _target(target_file, reference, store, flaw, reference_consumer)
+    if target_file or reference or store or flaw or reference_consumer or broker:
+        target = _target(target_file, reference, store, flaw, reference_consumer, broker)
     elif story.target_definition is not None:  # refused with every problem, never a traceback
         target = saved_target(story.target_definition)
     else:

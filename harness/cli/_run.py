@@ -25,7 +25,13 @@ from harness.services._postgres import PostgresServer, start_postgres
 from harness.targets._loader import load_target
 from harness.targets._reference import FlawNames, reference_target
 
-__all__ = ["check", "jobs_option", "own_target", "run", "target_options", "verdict_changes"]
+__all__ = ["BROKER_OPTION", "check", "jobs_option", "own_target", "run", "target_options",
+           "verdict_changes"]
+
+#: ``--broker``: which broker the reference consumer reads from.
+BROKER_OPTION = click.option(
+    "--broker", type=click.Choice(["rabbitmq", "kafka"]), default=None,
+    help="with --reference-consumer: the broker it reads from  [default: rabbitmq]")
 
 
 def choose_target(target_file: str | None, reference: bool, store: str | None,
@@ -100,14 +106,16 @@ def target_options(command: F) -> F:
                    "or a throwaway cluster), reached through a proxy, so store-outage applies")
 @click.option("--quiet", is_flag=True, help="print only the summary")
 @click.option("--reference-consumer", is_flag=True,
-              help="run against the built-in reference queue consumer (on RabbitMQ; --store, "
-                   "--flaw and --postgres apply to it as to --reference)")
+              help="run against the built-in reference queue consumer (on RabbitMQ, or Kafka "
+                   "with --broker kafka; --store, --flaw and --postgres apply to it as to "
+                   "--reference)")
+@BROKER_OPTION
 @jobs_option
 @translate_errors
 def run(target_file: str | None, reference: bool, store: str | None, flaw: tuple[str, ...],
         allow_remote: bool, scenario_names: tuple[str, ...], report_dir: Path | None,
         seed: int | None, retry_horizon: float, postgres: bool, quiet: bool,
-        reference_consumer: bool, jobs: int | None) -> None:
+        reference_consumer: bool, broker: str | None, jobs: int | None) -> None:
     """Run scenarios against a target and judge the history.
 
     \b
@@ -122,15 +130,24 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: tuple
     """
     from scenarios import named_for
 
+    if broker is not None and not reference_consumer:
+        raise UsageError("--broker picks the reference consumer's broker: give it with "
+                         "--reference-consumer (a target file names its own, [broker] kind)")
     if reference_consumer:
-        from harness.consumer._reference import reference_consumer_target, run_reference_consumer
+        from harness.consumer._reference import (
+            BrokerName,
+            reference_consumer_target,
+            run_reference_consumer,
+        )
 
+        kind: BrokerName = "kafka" if broker == "kafka" else "rabbitmq"
         # its kind only: the store and the flaw are checked with the other flags, below
-        chosen = named_for(reference_consumer_target(store=None, flaw=None), scenario_names)
+        chosen = named_for(reference_consumer_target(store=None, flaw=None, broker=kind),
+                           scenario_names)
         sys.exit(run_reference_consumer(
             chosen, other_target=bool(target_file or reference), store=store, flaw=flaw,
             postgres=postgres, report_dir=report_dir or default_report_dir(), seed=seed,
-            retry_horizon=retry_horizon, quiet=quiet).exit_code)
+            retry_horizon=retry_horizon, quiet=quiet, broker=kind).exit_code)
     if postgres and (store or not reference):
         raise UsageError("--postgres starts the reference server on PostgreSQL: give it with "
                          "--reference, and without --store (or give --store postgresql://...)")

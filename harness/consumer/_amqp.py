@@ -10,39 +10,27 @@ Errors of the client library become ``ServiceError`` here, at the boundary.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection, DeliveryMode
 from aio_pika.exceptions import AMQPError, ChannelNotFoundEntity, DeliveryError
 
 from harness._errors import ServiceError
+from harness.consumer._broker import PublishOutcome, QueueState, Received
 
-__all__ = ["AmqpClient", "Outgoing", "PublishOutcome", "QueueState", "Received", "header_text"]
+__all__ = ["AmqpClient", "Outgoing", "PublishOutcome", "QueueState", "Received"]
 
 T = TypeVar("T")
 # A connection the nemesis cuts on purpose (the producer's, after a lost confirm) makes aiormq
 # log the reader's death with a traceback; the history already says what happened.
 logging.getLogger("aiormq").setLevel(logging.CRITICAL)
 logging.getLogger("aio_pika").setLevel(logging.CRITICAL)
-PublishOutcome = Literal["confirmed", "refused", "unknown"]
-
-
-@dataclass(frozen=True, slots=True)
-class QueueState:
-    """What the broker says about a queue: messages ready (not those delivered and unacked) and
-    consumers subscribed.  ``exists`` is False before anyone declared it."""
-
-    exists: bool
-    ready: int = 0
-    consumers: int = 0
-
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
@@ -58,16 +46,6 @@ class Outgoing:
     #: Other AMQP basic properties (``correlation_id``, ``type``...); ``expiration`` is in
     #: milliseconds, as AMQP has it.
     properties: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    """A message the harness took off a queue (the dead-letter queue, leftovers)."""
-
-    message_id: str | None
-    headers: Mapping[str, Any]
-    body: bytes
-    redelivered: bool
 
 
 class _Loop:
@@ -233,17 +211,6 @@ class AmqpClient:
         with suppress(Exception):  # closing a connection the nemesis broke: nothing to do
             self._loop.call(close(), 5)
         self._loop.close()
-
-
-def header_text(headers: Mapping[str, Any], name: str) -> str | None:
-    """A header's value as text, whatever its case or AMQP type (bytes, str, number)."""
-    wanted = name.lower()
-    for key, value in headers.items():
-        if key.lower() == wanted:
-            if isinstance(value, bytes):
-                return value.decode("utf-8", "replace")
-            return value if isinstance(value, str) else json.dumps(value)
-    return None
 
 
 def _shown(url: str) -> str:

@@ -26,12 +26,11 @@ from typing import Any
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._oracle import record_effects
 from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, render_template
-from harness.consumer._amqp import AmqpClient, Outgoing, PublishOutcome, header_text
+from harness.consumer._broker import Published, Publisher, Received
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._events import EventFeed
-from harness.consumer._messages import ENCODINGS, Hook, compose
+from harness.consumer._messages import ENCODINGS, Hook, MessageParts, compose, header_text
 from harness.consumer._nemesis import ConsumerNemesis
-from harness.consumer._settling import unsettled
 
 __all__ = ["COPIES_PAUSE_LATENCIES", "COPIES_PAUSE_MS", "PRODUCER", "QUIET", "SETTLE",
            "ConsumerContext", "until_still"]
@@ -121,8 +120,9 @@ class ConsumerContext:
         if pause is not None and self.target.hooks.pause is not None:
             spec = self.target.hooks.pause
             point, ms = pause
-            hooks.append(Hook(spec, str(render_template(spec.points[point],  # type: ignore[index]
-                                                        {"ms": ms}))))
+            template = spec.point(point)
+            if template is not None:
+                hooks.append(Hook(spec, str(render_template(template, {"ms": ms}))))
         if failure is not None:
             declared = self.target.hooks.work_failure(*failure)
             if declared is not None:
@@ -132,7 +132,7 @@ class ConsumerContext:
     def publish(self, key: str, *, label: str = "original", attempt: int = 1,
                 poison: bool = False, pause: tuple[str, int] | None = None,
                 failure: tuple[str, str] | None = None, encoding: int = 0,
-                via: AmqpClient | None = None, timeout: float | None = None) -> Event:
+                via: Publisher | None = None, timeout: float | None = None) -> Event:
         """Publish one message for ``key`` and wait for the broker's confirm; recorded as a
         ``publish`` operation: ok (confirmed), fail (refused), info (no confirm: maybe queued).
         Each publish has a message id of its own unless the key is the message id.  ``pause``
@@ -140,25 +140,26 @@ class ConsumerContext:
         it, ``encoding`` to write the JSON body another way (``ENCODINGS``)."""
         invoke, message = self._outgoing(key, label=label, attempt=attempt, poison=poison,
                                          pause=pause, failure=failure, encoding=encoding)
-        client = via or self.deployment.amqp
-        return self._confirmed(invoke, client.publish(message, timeout=timeout))
+        publisher = via or self.deployment.broker
+        return self._confirmed(invoke, publisher.publish([message], timeout=timeout)[0])
 
     def publish_copies(self, key: str, copies: int, *, label: str = "copy",
                        pause: tuple[str, int] | None = None) -> list[Event]:
         """Publish ``copies`` messages for ``key`` (attempts 1..copies) all before waiting for
         any confirm, so they reach the consumers together however slowly the broker confirms;
         each is its own ``publish`` operation, as ``publish`` records it.  Copy n is written
-        in the n-th way of ``ENCODINGS``: the same job, not the same bytes."""
+        in the n-th way of ``ENCODINGS``: the same job, not the same bytes.  The broker spreads
+        them where several consumers can take them at once (Kafka: partitions in turn)."""
         outgoing = [self._outgoing(key, label=label, attempt=n, poison=False, pause=pause,
                                    failure=None, encoding=n - 1)
                     for n in range(1, copies + 1)]
-        outcomes = self.deployment.amqp.publish_at_once([m for _, m in outgoing])
+        outcomes = self.deployment.broker.publish([m for _, m in outgoing], spread=True)
         return [self._confirmed(invoke, outcome)
                 for (invoke, _), outcome in zip(outgoing, outcomes, strict=True)]
 
     def _outgoing(self, key: str, *, label: str, attempt: int, poison: bool,
                   pause: tuple[str, int] | None, failure: tuple[str, str] | None,
-                  encoding: int) -> tuple[Event, Outgoing]:
+                  encoding: int) -> tuple[Event, MessageParts]:
         with self._lock:  # every message for one key is the same job: the same values
             fixed = self._values.setdefault(key, self._fresh_values())
         deployment = self.deployment
@@ -169,6 +170,8 @@ class ConsumerContext:
         parts = compose(self.target, values, poison=poison, hooks=hooks, encoding=encoding)
         value: dict[str, Any] = {"message_id": parts.message_id, "queue": deployment.queue,
                                  "poison": poison}
+        if parts.key is not None:
+            value["record_key"] = parts.key
         if encoding and not isinstance(self.target.message.body, str):
             value["encoding"] = ENCODINGS[encoding % len(ENCODINGS)]
         if pause is not None and self.target.hooks.pause is not None:
@@ -179,14 +182,15 @@ class ConsumerContext:
             value["fails"] = {"when": failure[0], "deliveries": failure[1]}
         invoke = self.history.invoke("publish", PRODUCER, key=key, attempt=attempt,
                                      label=label, value=value)
-        return invoke, Outgoing(deployment.exchange, deployment.routing_key, parts.body,
-                                parts.message_id, parts.headers,
-                                self.target.message.content_type, parts.properties)
+        return invoke, parts
 
-    def _confirmed(self, invoke: Event, outcome: tuple[PublishOutcome, str | None]) -> Event:
-        confirm, why = outcome
-        kind = {"confirmed": "ok", "refused": "fail", "unknown": "info"}[confirm]
-        return self.history.complete(invoke, kind, error=why)  # type: ignore[arg-type]
+    def _confirmed(self, invoke: Event, published: Published) -> Event:
+        """The publish's completion: ok (confirmed), fail (refused), info (maybe queued), with
+        where the broker put it when it says (a Kafka record's partition and offset)."""
+        kind = {"confirmed": "ok", "refused": "fail", "unknown": "info"}[published.outcome]
+        extra = {"value": dict(published.where)} if published.where else {}
+        return self.history.complete(invoke, kind, error=published.why,  # type: ignore[arg-type]
+                                     **extra)
 
     # ---- what the scenario meant, and what it saw ------------------------------------------
 
@@ -201,9 +205,8 @@ class ConsumerContext:
         if self.feed is not None:
             self.feed.poll()
         effects = self.effects_of(key)
-        state = self.deployment.amqp.queue_state(self.deployment.queue)
         return self.history.record("ok", "observe", ORACLE, key=key, value={
-            "effects": effects, "ready": state.ready, "consumers": state.consumers})
+            "effects": effects, **self.deployment.broker.observation()})
 
     def job_latency(self) -> float:
         """How long the consumer takes from publish to effect, measured once per run (the
@@ -278,8 +281,8 @@ class ConsumerContext:
             if paused:
                 return self.until(lambda: feed.paused(key) > 0, timeout)
             return self.until(lambda: feed.delivered(key) >= times, timeout)
-        queue = self.deployment.queue
-        return self.until(lambda: self.deployment.amqp.queue_state(queue).ready == 0, timeout)
+        broker = self.deployment.broker
+        return self.until(lambda: broker.state().ready == 0, timeout)
 
     def wait_until_dropped(self, instance: int, *, timeout: float) -> bool:
         """Wait until the broker stops counting consumer ``instance`` (a stalled connection
@@ -288,13 +291,13 @@ class ConsumerContext:
                      if i.number != instance and i.process.running())
 
         def dropped() -> bool:
-            return self.deployment.amqp.queue_state(self.deployment.queue).consumers <= others
+            return self.deployment.broker.state().consumers <= others
 
         return self.until(dropped, timeout)
 
     def observe_queue(self, name: str | None = None) -> None:
         queue = name or self.deployment.queue
-        state = self.deployment.amqp.queue_state(queue)
+        state = self.deployment.broker.state(queue)
         self.history.record("ok", "queue", ORACLE, value={
             "queue": queue, "exists": state.exists, "ready": state.ready,
             "consumers": state.consumers})
@@ -324,7 +327,7 @@ class ConsumerContext:
     def _pauses_again(self) -> None:
         """A consumer that honours pauses on every delivery pauses again on a redelivery."""
         pause = self.target.hooks.pause
-        if pause is None or pause.deliveries != "every":
+        if pause is None or pause.deliveries == "first":
             return
         longest = max((float(e.value["pause"]["seconds"]) for e in self.history.events()
                        if e.f == "publish" and e.type == "invoke" and "pause" in e.value),
@@ -357,12 +360,15 @@ class ConsumerContext:
         reconnecting after an earlier fault would leave the others every message."""
         if count > 1 and not self.target.shares_state:
             return len(self.deployment.instances)
+        started = len(self.deployment.instances) < count
         self.deployment.ensure_instances(count)
+        pause = self.target.hooks.pause
+        if started and pause is not None and pause.deliveries == "every-process":
+            self._pauses_again()  # a new process honours the pause of a record it reads again
         connected = sum(1 for i in self.deployment.instances
                         if i.process.running() and i.number not in self.deployment.cut_off)
-        queue = self.deployment.queue
-        self.until(lambda: self.deployment.amqp.queue_state(queue).consumers >= connected,
-                    SETTLE)
+        broker = self.deployment.broker
+        self.until(lambda: broker.state().consumers >= connected, SETTLE)
         return len(self.deployment.instances)
 
     def notice_exits(self) -> None:
@@ -402,12 +408,12 @@ class ConsumerContext:
         ``ok`` when nothing was left.  P2, P9 and P10 are judged from it."""
         confirmed, effectful, rejected = self._published()
         dlq = self.deployment.dead_letter_queue
-        amqp, queue = self.deployment.amqp, self.deployment.queue
+        broker, queue = self.deployment.broker, self.deployment.queue
         started = time.monotonic()
         why: dict[str, str] = {}
 
         def settled() -> bool:
-            if amqp.queue_state(queue).ready:
+            if broker.state().ready:
                 why.clear()
                 why["queue"] = "messages ready in the queue"
                 return False
@@ -416,16 +422,16 @@ class ConsumerContext:
                 if not self.feed.polled_every_process():
                     return False
                 why.clear()
-                why.update(unsettled(self.history.events(), confirmed, self.feed.live()))
+                why.update(broker.unsettled(self.history.events(), confirmed, self.feed.live()))
                 if why:
                     return False
             elif any((self.effects_of(k) or 0) < 1 for k in effectful):
                 return False
-            return not (dlq and rejected and amqp.queue_state(dlq).ready < len(rejected))
+            return not (dlq and rejected and broker.state(dlq).ready < len(rejected))
 
         def moved() -> tuple[int, int]:
             done = sum(self.effects_of(k) or 0 for k in effectful)
-            return (amqp.queue_state(dlq).ready if dlq else 0), done
+            return (broker.state(dlq).ready if dlq else 0), done
 
         allowed = timeout + max(0.0, self._busy_until - time.monotonic())
         drained = until_still(self.until, settled, moved, allowed)
@@ -441,8 +447,8 @@ class ConsumerContext:
                     self.deployment.stop(instance.number)
             if self.feed is not None:
                 self.feed.poll()
-        left = amqp.take_all(queue)
-        dead = amqp.take_all(dlq) if dlq else []
+        left = broker.take_all(queue)
+        dead = broker.take_all(dlq) if dlq else []
         self.history.record("info" if left else "ok", "drain", ORACLE, value={
             "settled": drained, "waited": round(waited, 3), "allowed": round(allowed, 3),
             "left": len(left),
@@ -450,16 +456,13 @@ class ConsumerContext:
             "consumers_stopped": stop,
             **({"unsettled": dict(list(why.items())[:5])} if why and not drained else {})})
         for message in left:
-            self.history.record("ok", "leftover", ORACLE, key=self._key_of(message.headers,
-                                                                          message.message_id,
-                                                                          message.body),
-                                value={"message_id": message.message_id,
+            self.history.record("ok", "leftover", ORACLE, key=self._key_of(message),
+                                value={"message_id": message.message_id or message.place,
                                        "redelivered": message.redelivered})
         for message in dead:
-            self.history.record("ok", "dead-lettered", ORACLE,
-                                key=self._key_of(message.headers, message.message_id,
-                                                 message.body),
-                                value={"message_id": message.message_id, "queue": dlq})
+            self.history.record("ok", "dead-lettered", ORACLE, key=self._key_of(message),
+                                value={"message_id": message.message_id or message.place,
+                                       "queue": dlq})
         if stop:
             for instance in self.deployment.instances:
                 self.deployment.start_again(instance.number)
@@ -491,25 +494,30 @@ class ConsumerContext:
         """Publish ``key``'s message on a connection of its own whose way back from the broker
         is held: the broker queues it, its confirm never arrives, the publish ends unknown;
         then that connection is dropped, as a producer that gives up on it does."""
-        proxy = self.deployment.producer_proxy()
-        client = AmqpClient(self.deployment.through(proxy.listen), timeout=5.0)
+        proxy, publisher = self.deployment.broker.losing_publisher()
         try:
-            client.queue_state(self.deployment.queue)  # connect before the fault
             with self.nemesis.producer_fault(proxy):
-                return self.publish(key, via=client, timeout=1.0)
+                return self.publish(key, via=publisher, timeout=1.0)
         finally:
-            client.close()
+            publisher.close()
 
-    def _key_of(self, headers: dict[str, Any] | Any, message_id: str | None,
-                body: bytes) -> str | None:
+    def _key_of(self, message: Received) -> str | None:
+        """Whose job a message taken off the queue was: its dedup key where the consumer
+        reads it, else the publish it was (by message id), else a published key its body
+        names."""
         spec = self.target.message
         if spec.dedup == "header":
-            return header_text(headers, spec.dedup_header)
+            return header_text(message.headers, spec.dedup_header)
         if spec.dedup == "message-id":
-            return message_id
-        published = {e.value.get("message_id"): e.key for e in self.history.events()
-                     if e.f == "publish" and e.type == "invoke"}
-        return published.get(message_id)
+            return message.message_id
+        if spec.dedup == "key":
+            return message.record_key
+        invokes = [e for e in self.history.events() if e.f == "publish" and e.type == "invoke"]
+        published = {e.value.get("message_id"): e.key for e in invokes}
+        if message.place is None or message.message_id is not None:
+            return published.get(message.message_id)
+        text = message.body.decode("utf-8", "replace")  # a record: no id, its body names it
+        return next((e.key for e in invokes if e.key and e.key in text), None)
 
     def collect_effects(self) -> None:
         oracle = self.deployment.oracle

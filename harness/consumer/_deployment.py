@@ -1,7 +1,8 @@
 """A consumer target as a run sees it: the broker, and each consumer behind its own proxy.
 
-The broker, each consumer process behind its own Toxiproxy proxy to the broker, the effects
-oracle, the hooks and the harness's own AMQP client.
+The broker (an adapter behind the port of ``_broker.py``: RabbitMQ or Kafka, whichever the
+target reads from), each consumer process behind its own link to it (a Toxiproxy proxy), the
+effects oracle and the hooks.
 
 The harness publishes and inspects on a direct connection; each consumer reaches the broker
 through its proxy, so a fault meant for one consumer's connection never touches the harness's
@@ -20,7 +21,6 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -30,10 +30,11 @@ from harness._errors import ServiceError, ServiceUnavailable, UsageError
 from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
 from harness._store_size import read_store_size
 from harness._target import HttpEffects, RecorderEffects, SqlEffects, render_template
-from harness.consumer._amqp import AmqpClient, QueueState
+from harness.consumer._broker import BrokerLink, QueueState
+from harness.consumer._brokers import BrokerService, open_broker
 from harness.consumer._target import ConsumerTarget
 from harness.services._faketime import FaketimeClock
-from harness.services._network import free_port, require_loopback
+from harness.services._network import free_port
 from harness.services._processes import ManagedProcess
 from harness.services._recorder import Recorder
 from harness.services._toxiproxy import ToxiproxyProxy, ToxiproxyServer
@@ -49,47 +50,44 @@ _PORT_FREE_WAIT = 10.0
 
 @dataclass
 class ConsumerInstance:
-    """One consumer process and the proxy through which it reaches the broker."""
+    """One consumer process and the link (a proxy of its own) through which it reaches the
+    broker."""
 
     number: int
-    proxy: ToxiproxyProxy
+    link: BrokerLink
     process: ManagedProcess
     port: int | None
-    #: With ``ready = "queue"``: the loopback port the harness opens once the broker counts
-    #: the consumer, its readiness signal; never ``port``, which the consumer may serve on.
+    #: With ``ready = "queue"`` (or ``"group"``): the loopback port the harness opens once the
+    #: broker counts the consumer, its readiness signal; never ``port``, which the consumer may
+    #: serve on.
     ready_port: int | None = None
 
     @property
     def name(self) -> str:
         return f"consumer-{self.number}"
 
-
-def _through(url: str, listen: str) -> str:
-    """``url`` with its host and port replaced by a proxy's ``listen`` address."""
-    parts = urlsplit(url)
-    credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    return urlunsplit(parts._replace(netloc=credentials + listen))
+    @property
+    def proxy(self) -> ToxiproxyProxy:
+        return self.link.proxy
 
 
 class ConsumerDeployment:
-    """Starts the consumers the target file describes and tears all of it down on ``close``."""
+    """Starts the consumers the target file describes and tears all of it down on ``close``.
+    ``broker`` is where the run's broker is reached (``_brokers.broker_for``)."""
 
-    def __init__(self, target: ConsumerTarget, *, toxiproxy: ToxiproxyServer, broker_url: str,
-                 workdir: Path, allow_remote: bool = False) -> None:
+    def __init__(self, target: ConsumerTarget, *, toxiproxy: ToxiproxyServer,
+                 broker: BrokerService, workdir: Path, allow_remote: bool = False) -> None:
         self.target = target
         self.toxiproxy = toxiproxy
-        self.broker_url = broker_url
         self.workdir = workdir
         self.allow_remote = allow_remote
         self.run_id = uuid.uuid4().hex[:8]
-        self.queue = str(render_template(target.queue.name, {"run": self.run_id}))
-        values = {"queue": self.queue, "run": self.run_id}
-        self.exchange = str(render_template(target.queue.exchange, values))
-        self.routing_key = str(render_template(target.queue.routing_key, values))
-        dlq = target.promises.dead_letter_queue
-        self.dead_letter_queue = str(render_template(dlq, values)) if dlq else None
+        #: The run's broker, behind the port: nothing else here knows which one it is.
+        self.broker = open_broker(target, broker, toxiproxy=toxiproxy, run_id=self.run_id,
+                                  allow_remote=allow_remote)
+        self.queue = self.broker.queue
+        self.dead_letter_queue = self.broker.dead_letters
         self.instances: list[ConsumerInstance] = []
-        self._producer_proxy: ToxiproxyProxy | None = None
         #: Consumers whose connection the nemesis has cut or stalled: the broker does not
         #: count them, so readiness does not wait for them.
         self.cut_off: set[int] = set()
@@ -97,7 +95,6 @@ class ConsumerDeployment:
         self.feed_cursors: dict[tuple[int, int | None], int] = {}
         self.oracle: EffectOracle | None = None
         self.recorder: Recorder | None = None
-        self.amqp = AmqpClient(broker_url)
         self._values: dict[str, Any] = {}
         self._hooks_http = httpx.Client(timeout=10.0)
         self._process_lock = threading.RLock()
@@ -123,12 +120,11 @@ class ConsumerDeployment:
         self.close()
 
     def _start(self) -> None:
-        require_loopback(self.broker_url, allow_remote=self.allow_remote)
+        self.broker.prepare()
         self.workdir.mkdir(parents=True, exist_ok=True)
         values: dict[str, Any] = {
             "python": sys.executable, "workdir": str(self.workdir.absolute()),
-            "queue": self.queue, "run": self.run_id,
-            "dead_letter_queue": self.dead_letter_queue or "",
+            "run": self.run_id, **self.broker.values,
         }
         if isinstance(self.target.effects, RecorderEffects):
             self.recorder = Recorder(self.target.effects.port or 0)
@@ -170,13 +166,9 @@ class ConsumerDeployment:
 
     def _start_instance(self, number: int) -> ConsumerInstance:
         start = self.target.start
-        broker = urlsplit(self.broker_url)
-        proxy = self.toxiproxy.client.create_proxy(
-            f"idem-{self.run_id}-consumer-{number}",
-            f"{broker.hostname}:{broker.port or 5672}")
+        link = self.broker.open_link(f"idem-{self.run_id}-consumer-{number}")
         port = free_port(start.host)
-        values = {**self._values, "port": port, "instance": number,
-                  "amqp_url": _through(self.broker_url, proxy.listen)}
+        values = {**self._values, "port": port, "instance": number, **link.values}
         env = {k: str(render_template(v, values)) for k, v in start.env.items()}
         if self.recorder is not None and isinstance(self.target.effects, RecorderEffects):
             env[self.target.effects.env] = self.recorder.url
@@ -190,34 +182,38 @@ class ConsumerDeployment:
         else:  # ready when the broker counts it: the harness then answers on a port of its
             # own (_launch), never on {port}, which the consumer may serve its feed on
             ready_port = (start.host, free_port(start.host))
-        process = ManagedProcess(
+        try:
+            process = ManagedProcess(
             f"consumer {self.target.name}#{number}",
-            [str(render_template(part, values)) for part in start.command],
-            log_path=self.workdir / f"consumer-{number}.log",
-            ready_url=ready_url, ready_port=ready_port, env=env, cwd=self._start_cwd(),
-            start_timeout=start.ready_timeout)
-        instance = ConsumerInstance(number, proxy, process, port,
-                                    ready_port[1] if start.ready == "queue" and ready_port
-                                    else None)
+                [str(render_template(part, values)) for part in start.command],
+                log_path=self.workdir / f"consumer-{number}.log",
+                ready_url=ready_url, ready_port=ready_port, env=env, cwd=self._start_cwd(),
+                start_timeout=start.ready_timeout)
+        except BaseException:
+            self.broker.close_link(link)
+            raise
+        instance = ConsumerInstance(number, link, process, port,
+                                    ready_port[1] if start.ready in ("queue", "group")
+                                    and ready_port else None)
         try:
             self._launch(instance)
         except BaseException:
             process.stop()
-            with suppress(ServiceError):
-                proxy.delete()
+            self.broker.close_link(link)
             raise
         return instance
 
     def _launch(self, instance: ConsumerInstance) -> None:
         """Start the process and wait until it is ready: its own readiness check, or for
-        ``ready = "queue"`` the broker counting every connected consumer on the queue.
+        ``ready = "queue"`` (``"group"``) the broker counting every connected consumer on the
+        queue (in the group).
 
         A process start waits on a port that must be closed before and open after; a consumer
         with no port of its own (a Celery worker) gets one the harness opens itself, once the
         broker counts the consumer, so a consumer that exits or never consumes fails the start
         like any other."""
         self._wait_port_free(instance)
-        if self.target.start.ready != "queue":
+        if self.target.start.ready not in ("queue", "group"):
             with self._process_lock:
                 instance.process.start()
             return
@@ -231,13 +227,12 @@ class ConsumerDeployment:
             try:
                 instance.process.start()
             except ServiceUnavailable as exc:  # the port is ours: say what it stood for
-                state = self.amqp.queue_state(self.queue)
+                state = self.broker.state()
                 raise ServiceUnavailable(
                     exc.service, f"{exc.reason.replace('ready', 'consuming')}; the broker "
-                    f"counts {state.consumers} consumer(s) on queue {self.queue!r}, not "
+                    f"counts {state.consumers} consumer(s) on {self.broker.where()}, not "
                     f"{connected}",
-                    f"check that the consumer reads the queue it is given ({{queue}}) from the "
-                    f"broker at {{amqp_url}} ({exc.fix}); see {self.workdir}") from exc
+                    f"{self.broker.readiness_fix()} ({exc.fix}); see {self.workdir}") from exc
 
     def _wait_port_free(self, instance: ConsumerInstance) -> None:
         """A consumer started again after a kill may find its port still held by the workers
@@ -257,18 +252,17 @@ class ConsumerDeployment:
     def wait_for_consumers(self, count: int, *, timeout: float | None = None) -> QueueState:
         """Wait until the broker counts ``count`` consumers on the queue (after a reconnect)."""
         deadline = time.monotonic() + (timeout or self.target.start.ready_timeout)
-        state = self.amqp.queue_state(self.queue)
+        state = self.broker.state()
         while not (state.exists and state.consumers >= count):
             if time.monotonic() > deadline:
                 raise ServiceUnavailable(
                     f"consumers of {self.target.name}",
-                    f"the broker counts {state.consumers} consumer(s) on queue "
-                    f"{self.queue!r}, not {count}, after "
+                    f"the broker counts {state.consumers} consumer(s) on "
+                    f"{self.broker.where()}, not {count}, after "
                     f"{timeout or self.target.start.ready_timeout:g} s",
-                    f"check that the consumer reads the queue it is given ({{queue}}) from "
-                    f"the broker at {{amqp_url}}; see {self.workdir}")
+                    f"{self.broker.readiness_fix()}; see {self.workdir}")
             time.sleep(0.05)
-            state = self.amqp.queue_state(self.queue)
+            state = self.broker.state()
         return state
 
     def _start_cwd(self) -> str | None:
@@ -290,31 +284,15 @@ class ConsumerDeployment:
         assert self.recorder is not None
         return RecorderOracle(self.recorder)
 
-    def producer_proxy(self) -> ToxiproxyProxy:
-        """A proxy to the broker for a producer connection the nemesis may fault (made once)."""
-        if self._producer_proxy is None:
-            broker = urlsplit(self.broker_url)
-            self._producer_proxy = self.toxiproxy.client.create_proxy(
-                f"idem-{self.run_id}-producer", f"{broker.hostname}:{broker.port or 5672}")
-        return self._producer_proxy
-
-    def through(self, listen: str) -> str:
-        """The broker's URL through a proxy listening on ``listen``."""
-        return _through(self.broker_url, listen)
-
     def admin_url(self, number: int = 0) -> str:
         return f"http://{self.target.start.host}:{self.instances[number].port}"
 
     def close(self) -> None:
         for instance in self.instances:
-            with suppress(ServiceError):
-                instance.proxy.delete()
             instance.process.stop()
-        self.instances = []
-        if self._producer_proxy is not None:
             with suppress(ServiceError):
-                self._producer_proxy.delete()
-            self._producer_proxy = None
+                self.broker.close_link(instance.link)
+        self.instances = []
         if self.oracle is not None:
             self.oracle.close()
             self.oracle = None
@@ -322,7 +300,8 @@ class ConsumerDeployment:
             self.recorder.close()
         self.recorder = None
         self._hooks_http.close()
-        self.amqp.close()
+        with suppress(ServiceError):
+            self.broker.close()
         if self._faketime is not None:
             self._faketime.close()
 
@@ -406,8 +385,8 @@ def _port_open(host: str, port: int) -> bool:
 
 class _OpensWhenConsuming:
     """A loopback port that starts listening once the broker counts ``count`` consumers on the
-    deployment's queue: the readiness signal of a consumer with no port of its own.  Closed on
-    exit, whether the consumer came up or not."""
+    deployment's queue (members of its group): the readiness signal of a consumer with no port
+    of its own.  Closed on exit, whether the consumer came up or not."""
 
     def __init__(self, deployment: ConsumerDeployment, count: int,
                  address: tuple[str, int]) -> None:
@@ -429,10 +408,10 @@ class _OpensWhenConsuming:
             self._listener.close()
 
     def _watch(self) -> None:
-        amqp, queue = self._deployment.amqp, self._deployment.queue
+        broker = self._deployment.broker
         while not self._done.wait(_READY_POLL):
             with suppress(ServiceError):
-                state = amqp.queue_state(queue)
+                state = broker.state()
                 if state.exists and state.consumers >= self._count:
                     # a port taken by another process since it was chosen (rare): the start's
                     # own check decides, with no thread's traceback

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness._errors import ServiceError
 from harness._history import History
-from harness.consumer._deployment import ConsumerDeployment
+from harness.consumer._broker import FEED_KINDS
+
+if TYPE_CHECKING:
+    from harness.consumer._deployment import ConsumerDeployment
 
 __all__ = ["FEED_KINDS", "EventFeed"]
-
-#: The event types a feed may report, as history ``f`` values.
-FEED_KINDS = frozenset({"deliver", "claim", "wait", "pause", "commit", "ack", "ack-lost", "nack",
-                        "dead-letter", "poison", "work-failed", "fenced", "store-unavailable"})
 
 
 class EventFeed:
@@ -62,12 +61,14 @@ class EventFeed:
                     self._after[cursor] = data["next"]
 
     def _record(self, process: str, item: dict[str, Any], pid: int | None) -> None:
-        kind = str(item.get("type", ""))
-        if kind not in FEED_KINDS:
+        kind = self.deployment.broker.feed_kind(item)
+        if kind is None:
             return
         key = item.get("key")
         value = {k: v for k, v in item.items()
                  if k not in ("type", "key", "time") and v is not None}
+        if kind != item.get("type"):  # the broker's own word for it (Kafka's offset-commit)
+            value["as"] = item.get("type")
         value.setdefault("pid", pid)
         if isinstance(item.get("time"), int | float):
             # When the consumer says it happened: feeds are read one process after another, so

@@ -10,13 +10,14 @@ a header, or a field of the JSON body for frameworks that hand the job only its 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness._target import render_template
 from harness.consumer._target import ConsumerTarget, TestHook, place_in_body
 
-__all__ = ["ENCODINGS", "Hook", "MessageParts", "compose"]
+__all__ = ["ENCODINGS", "Hook", "MessageParts", "compose", "header_text"]
 
 #: How a JSON body may be written, by number: the copies of a burst take them in turn.
 ENCODINGS = ("plain", "compact-sorted", "indented-reversed", "tabbed-sorted")
@@ -32,10 +33,15 @@ class Hook:
 
 @dataclass(frozen=True, slots=True)
 class MessageParts:
+    """One message as any broker sends it: its bytes, headers, id and properties (RabbitMQ's),
+    its record key (Kafka's) and its content type."""
+
     body: bytes
     headers: dict[str, Any]
     message_id: str | None
     properties: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    content_type: str = "application/json"
 
 
 def _reversed(value: Any) -> Any:
@@ -76,4 +82,17 @@ def compose(target: ConsumerTarget, values: dict[str, Any], *, poison: bool,
             body = place_in_body(body, hook.spec.field, hook.value)
     message_id = (values["key"] if spec.dedup == "message-id"
                   else str(render_template(spec.message_id, values)))
-    return MessageParts(_serialise(body, encoding), headers, message_id, properties)
+    key = str(render_template(spec.key, values)) if spec.key is not None else None
+    return MessageParts(_serialise(body, encoding), headers, message_id, properties, key,
+                        spec.content_type)
+
+
+def header_text(headers: Mapping[str, Any], name: str) -> str | None:
+    """A header's value as text, whatever its case or AMQP type (bytes, str, number)."""
+    wanted = name.lower()
+    for key, value in headers.items():
+        if key.lower() == wanted:
+            if isinstance(value, bytes):
+                return value.decode("utf-8", "replace")
+            return value if isinstance(value, str) else json.dumps(value)
+    return None

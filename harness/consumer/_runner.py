@@ -13,8 +13,8 @@ import random
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 
 from harness._errors import HarnessError
@@ -33,43 +33,16 @@ from harness._outcomes import (
 )
 from harness._runner import RunConfig, judge, run_scenarios
 from harness._scenario import Scenario
+from harness.consumer._brokers import broker_for, shared_broker
 from harness.consumer._context import ConsumerContext
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._scenario import ConsumerScenario, http_only
 from harness.consumer._target import ConsumerTarget
 from harness.judging._findings import merge_verdicts
 from harness.services._paths import state_dir
-from harness.services._rabbitmq import RabbitServer, start_rabbitmq
 from harness.services._toxiproxy import start_toxiproxy
 
 __all__ = ["broker_for", "run_consumer_scenarios", "run_target", "shared_broker"]
-
-_shared: list[RabbitServer] = []
-
-
-@contextmanager
-def shared_broker() -> Iterator[RabbitServer]:
-    """One broker for every consumer run inside the block (the matrix's rows), instead of a
-    node each: a node takes seconds to boot."""
-    with start_rabbitmq() as server:
-        _shared.append(server)
-        try:
-            yield server
-        finally:
-            _shared.remove(server)
-
-
-@contextmanager
-def broker_for(target: ConsumerTarget) -> Iterator[str]:
-    """The broker's URL for ``target``: its own (``[broker] url``), the shared one, or a
-    throwaway node for the block."""
-    if target.broker.url is not None:
-        yield target.broker.url
-    elif _shared:
-        yield _shared[-1].url
-    else:
-        with start_rabbitmq() as server:
-            yield server.url
 
 
 def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
@@ -102,8 +75,9 @@ def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) 
         if runnable:
             toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                                  else start_toxiproxy(log_dir=workdir))
-            with toxiproxy_context as toxiproxy, broker_for(target) as broker_url, \
-                    ConsumerDeployment(target, toxiproxy=toxiproxy, broker_url=broker_url,
+            with toxiproxy_context as toxiproxy, \
+                    broker_for(target, toxiproxy=toxiproxy) as broker, \
+                    ConsumerDeployment(target, toxiproxy=toxiproxy, broker=broker,
                                        workdir=workdir,
                                        allow_remote=config.allow_remote) as deployment:
                 lost = ({"clock": deployment.clock_unconfirmed} if deployment.clock is None

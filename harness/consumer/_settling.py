@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from harness._history import Event
 
-__all__ = ["FINAL", "SETTLES_DELIVERY", "unsettled"]
+__all__ = ["FINAL", "SETTLES_DELIVERY", "still_held", "unsettled"]
 
 #: The kinds after which a delivery is settled in the process that reported it.
 SETTLES_DELIVERY = frozenset({"ack", "ack-lost", "nack", "dead-letter"})
@@ -44,12 +44,42 @@ def _held_windows(events: Sequence[Event]) -> dict[str, list[tuple[float, float]
     return windows
 
 
+def _working(holding: Counter[tuple[str, int | None]],
+             alive: set[tuple[str, int | None]]) -> list[str]:
+    """The live processes among ``holding`` that hold a delivery they have not settled."""
+    alive_names = {name for name, _ in alive}
+    return [f"{p} (pid {pid})" for (p, pid), n in holding.items()
+            if n > 0 and ((p, pid) in alive or (pid is None and p in alive_names))]
+
+
+def still_held(events: Sequence[Event], keys: Iterable[str],
+               live: Iterable[tuple[str, int | None]]) -> dict[str, str]:
+    """The keys among ``keys`` that a live consumer process holds a delivery of and has not
+    settled yet, each with who holds it (a broker that settles messages by itself, such as a
+    Kafka group's committed offsets, still asks this of the feed)."""
+    wanted, alive = set(keys), set(live)
+    holding: dict[str, Counter[tuple[str, int | None]]] = defaultdict(Counter)
+    for event in events:
+        if event.key is None or event.key not in wanted:
+            continue
+        holder = (event.process, event.value.get("pid"))
+        if event.f == "deliver":
+            holding[event.key][holder] += 1
+        elif event.f in SETTLES_DELIVERY:
+            holding[event.key][holder] -= 1
+    why: dict[str, str] = {}
+    for key, held in holding.items():
+        working = _working(held, alive)
+        if working:
+            why[key] = f"still held by {', '.join(working)}"
+    return why
+
+
 def unsettled(events: Sequence[Event], confirmed: Mapping[str, int],
               live: Iterable[tuple[str, int | None]]) -> dict[str, str]:
     """The keys of ``confirmed`` (key -> confirmed publishes) that have not settled, each with
     why; ``live`` names the consumer processes running now, as (process name, pid)."""
     alive = set(live)
-    alive_names = {name for name, _ in alive}
     held = _held_windows(events)
     firsts: Counter[str] = Counter()
     finals: Counter[str] = Counter()
@@ -72,8 +102,7 @@ def unsettled(events: Sequence[Event], confirmed: Mapping[str, int],
     why: dict[str, str] = {}
     for key, published in confirmed.items():
         messages = max(published, firsts[key])
-        working = [f"{p} (pid {pid})" for (p, pid), n in holding[key].items()
-                   if n > 0 and ((p, pid) in alive or (pid is None and p in alive_names))]
+        working = _working(holding[key], alive)
         if working:
             why[key] = f"still held by {', '.join(working)}"
         elif finals[key] < messages:

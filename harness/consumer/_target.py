@@ -1,9 +1,10 @@
 """A queue consumer's target file: the HTTP model's tables extended, and four of its own.
 
 A queue consumer is described by the same kind of TOML file as an HTTP service, with ``kind =
-"consumer"`` (or a ``[queue]`` table) and four tables of its own: ``[broker]``, ``[queue]``,
-``[message]`` and consumer ``[promises]``.  Reading a file of either kind is
-``harness/targets/_loader.py``'s job.
+"consumer"`` (or a ``[queue]`` or ``[topic]`` table) and four tables of its own: ``[broker]``,
+``[queue]`` (RabbitMQ) or ``[topic]`` (Kafka, ``[broker] kind = "kafka"``), ``[message]`` and
+consumer ``[promises]``.  Reading a file of either kind is ``harness/targets/_loader.py``'s job;
+what only one broker's files may say is checked in ``_broker_kinds.py``.
 
 A ``ConsumerTarget`` is a ``Target``: the runner, the reports, the matrix and ``check`` carry it
 like any other, and the checker reads its promises.  The HTTP-only tables (``[endpoint]``,
@@ -17,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from harness._durations import parse_duration
 from harness._target import (
     Duration,
     Hooks,
@@ -32,6 +34,7 @@ from harness._target import (
 __all__ = [
     "ACK_POLICIES",
     "MESSAGE_PLACEHOLDERS",
+    "BrokerKind",
     "BrokerSpec",
     "ConsumerHooks",
     "ConsumerPromises",
@@ -42,25 +45,31 @@ __all__ = [
     "PauseHook",
     "QueueSpec",
     "TestHook",
+    "TopicSpec",
     "WorkFailure",
     "is_consumer",
     "place_in_body",
 ]
 
-DedupLocation = Literal["header", "message-id", "body"]
+DedupLocation = Literal["header", "message-id", "body", "key"]
 ACK_POLICIES = ("after-work", "before-work")
-#: What a test hook applies to: a message's first delivery only (its redelivered flag unset), or
-#: every delivery of it.
-Deliveries = Literal["first", "every"]
+#: The brokers a consumer target may read from (``[broker] kind``).
+BrokerKind = Literal["rabbitmq", "kafka"]
+#: What a test hook applies to: a message's first delivery only (its redelivered flag unset),
+#: every delivery of it, or (Kafka, which counts no deliveries) the first delivery in each
+#: consumer process: a record read again by another process looks new to it.
+Deliveries = Literal["first", "every", "every-process"]
 #: The placeholders ``[message]`` may use, and what each becomes.
 MESSAGE_PLACEHOLDERS = {
     "key": "the dedup key the harness chose for the job",
     "amount": "a random amount, the same for every message of one job",
     "nonce": "a random word, the same for every message of one job",
     "message_id": "the message id of this publish (new for each publish)",
-    "queue": "the queue's name ([queue] name, {run} filled in)",
+    "queue": "the queue's name ([queue] name, {run} filled in); on Kafka, the topic's",
     "run": "a word unique to the run",
     "dead_letter_queue": "the promised dead-letter queue (promises.dead_letter_queue)",
+    "topic": "on Kafka, the topic's name ([topic] name, {run} filled in)",
+    "dead_letter_topic": "on Kafka, the dead-letter topic",
 }
 #: AMQP basic properties a ``[message] properties`` table may set (besides content_type and
 #: message_id, which have fields of their own).
@@ -82,44 +91,106 @@ _HTTP_ONLY = {
 
 
 def is_consumer(data: Mapping[str, Any]) -> bool:
-    """Does parsed TOML describe a queue consumer (``kind = "consumer"`` or a ``[queue]``)?"""
-    return data.get("kind") == "consumer" or "queue" in data
+    """Does parsed TOML describe a queue consumer (``kind = "consumer"``, a ``[queue]`` or a
+    ``[topic]``)?"""
+    return data.get("kind") == "consumer" or "queue" in data or "topic" in data
 
 
 class ConsumerStart(Start):
-    """How the harness starts the consumer.  The command gets ``{amqp_url}`` (the broker,
-    through a proxy the harness may cut), ``{queue}`` and, when it serves HTTP (health, effects,
-    hooks), ``{port}``.  ``ready = "queue"`` waits until the broker reports a consumer on the
-    queue: for a worker with no port of its own, such as Celery."""
+    """How the harness starts the consumer.  The command gets the broker's address through a
+    proxy the harness may cut (``{amqp_url}``; on Kafka ``{kafka_bootstrap}``), the queue (or
+    topic) and, when it serves HTTP (health, effects, hooks), ``{port}``.  ``ready = "queue"``
+    waits until the broker reports a consumer on the queue (on Kafka ``"group"``: a member of
+    the group with its partitions): for a worker with no port of its own, such as Celery."""
 
-    ready: Literal["http", "tcp", "queue"] = "queue"  # type: ignore[assignment]
+    ready: Literal["http", "tcp", "queue", "group"] = "queue"  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _needs_port(self) -> ConsumerStart:
         used = placeholders([*self.command, *self.env.values()])
-        if "amqp_url" not in used:
-            raise ValueError("the command (or env) must use {amqp_url}: the consumer has to "
-                             "reach the broker through the address the harness gives it")
+        if "amqp_url" not in used and "kafka_bootstrap" not in used:
+            raise ValueError("the command (or env) must use {amqp_url} (on Kafka "
+                             "{kafka_bootstrap}): the consumer has to reach the broker through "
+                             "the address the harness gives it")
         if self.ready in ("http", "tcp") and "port" not in used:
             raise ValueError(f"ready = \"{self.ready}\" needs {{port}} in the command (or env), "
-                             "so the harness chooses the port it checks; or use ready = \"queue\"")
+                             "so the harness chooses the port it checks; or use ready = \"queue\" "
+                             "(on Kafka \"group\")")
         return self
 
 
 class BrokerSpec(_Section):
-    """The broker: the harness's own RabbitMQ (``url`` left out) or a given one."""
+    """The broker: RabbitMQ (``kind = "rabbitmq"``, the default: the harness's own, ``url``
+    left out, or a given one) or Kafka (``kind = "kafka"``: the harness's own broker, ``bootstrap``
+    left out, or a given one)."""
 
+    kind: BrokerKind = "rabbitmq"
     url: str | None = None
     #: Seconds of AMQP heartbeat the consumer is expected to use: how long the broker takes to
-    #: notice a stalled consumer.  The harness waits at most about three times this long.
+    #: notice a stalled consumer.  The harness waits at most about three times this long.  On
+    #: Kafka, a third of ``session_timeout`` when left out: three missed heartbeats end a session.
     heartbeat: Duration = 5.0
+    #: Kafka: a running broker's bootstrap address (``127.0.0.1:9092``); its proxied links come
+    #: from ``IDEM_KAFKA_LINKS`` (docs/consumers.md, "On Kafka").
+    bootstrap: str | None = None
+    #: Kafka: ``session.timeout.ms`` the harness gives the consumer (``{session_timeout_ms}``)
+    #: or the consumer's own: how soon a killed or cut-off member is dropped from the group.
+    session_timeout: Duration | None = None
+    #: Kafka: ``max.poll.interval.ms`` the harness gives the consumer
+    #: (``{max_poll_interval_ms}``) or the consumer's own: what a job that does not poll must
+    #: outlive for its member to leave the group (the zombie of a rebalance).
+    max_poll_interval: Duration | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kafka_heartbeat(cls, data: Any) -> Any:
+        """On Kafka the heartbeat the harness waits on is a third of the session timeout."""
+        if (isinstance(data, Mapping) and data.get("kind") == "kafka"
+                and "heartbeat" not in data and data.get("session_timeout") is not None):
+            seconds = data["session_timeout"]
+            seconds = parse_duration(seconds) if isinstance(seconds, str) else float(seconds)
+            return {**data, "heartbeat": seconds / 3}
+        return data
 
     @model_validator(mode="after")
     def _amqp(self) -> BrokerSpec:
-        if self.url is not None and not self.url.startswith(("amqp://", "amqps://")):
-            raise ValueError("url must start with amqp:// (for example "
-                             "amqp://guest:guest@127.0.0.1:5672/)")
+        if self.kind == "rabbitmq":
+            if self.url is not None and not self.url.startswith(("amqp://", "amqps://")):
+                raise ValueError("url must start with amqp:// (for example "
+                                 "amqp://guest:guest@127.0.0.1:5672/)")
+            kafka = [n for n in ("bootstrap", "session_timeout", "max_poll_interval")
+                     if getattr(self, n) is not None]
+            if kafka:
+                raise ValueError(f"{', '.join(kafka)} belong to a Kafka broker: add kind = "
+                                 "\"kafka\" to [broker], or leave them out for RabbitMQ")
+            return self
+        if self.url is not None:
+            raise ValueError("a Kafka broker has a bootstrap address, not a url: write "
+                             "bootstrap = \"127.0.0.1:9092\" (or leave it out: the harness "
+                             "starts its own)")
+        if self.bootstrap is not None and not all(
+                part.strip().rpartition(":")[2].isdigit() and part.strip().rpartition(":")[0]
+                for part in self.bootstrap.split(",")):
+            raise ValueError(f"bootstrap {self.bootstrap!r} is not HOST:PORT; write e.g. "
+                             "\"127.0.0.1:9092\"")
+        if (self.session_timeout is not None and self.max_poll_interval is not None
+                and self.max_poll_interval < self.session_timeout):
+            raise ValueError("max_poll_interval must be at least session_timeout: Kafka's "
+                             "clients refuse a poll interval shorter than the session")
         return self
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What scenarios may rely on from this kind of broker: holding what a RabbitMQ
+        consumer sends holds only its acks (``ack-hold``); a Kafka group's offsets can be set
+        back (``offsets``), and a member that outlives ``max_poll_interval`` loses its
+        partitions to another (``poll-interval``)."""
+        if self.kind == "rabbitmq":
+            return frozenset({"ack-hold"})
+        caps = {"offsets"}
+        if self.max_poll_interval is not None:
+            caps.add("poll-interval")
+        return frozenset(caps)
 
 
 class QueueSpec(_Section):
@@ -132,6 +203,18 @@ class QueueSpec(_Section):
     routing_key: str = "{queue}"
 
 
+class TopicSpec(_Section):
+    """Where records go on Kafka: a topic the harness creates for the run (``{run}`` in its
+    name, as for a queue), with ``partitions``, read by consumer group ``group``; the start
+    command receives them as ``{topic}`` and ``{group}``.  ``dead_letter_topic`` (may use
+    ``{topic}``) is created with it, as ``{dead_letter_topic}``."""
+
+    name: str = "idem-{run}"
+    partitions: int = Field(default=2, ge=1, le=64)
+    group: str = "{topic}"
+    dead_letter_topic: str | None = None
+
+
 class MessageSpec(_Section):
     """The message the harness publishes, and where its dedup key goes.
 
@@ -142,6 +225,8 @@ class MessageSpec(_Section):
     keeps it); ``"body"`` means the templates carry ``{key}``.  ``poison`` is a body the
     consumer promises to refuse: without one there is no poison scenario, since what is invalid
     is the consumer's to say.  ``properties`` sets AMQP basic properties (``AMQP_PROPERTIES``).
+    On Kafka, ``key`` is the record's key (``dedup = "key"`` deduplicates on it; it also picks
+    the partition), and a record has no message id or properties.
     """
 
     body: Any = Field(default_factory=lambda: {"amount": "{amount}", "currency": "usd"})
@@ -149,6 +234,7 @@ class MessageSpec(_Section):
     properties: dict[str, Any] = Field(default_factory=dict)
     content_type: str = "application/json"
     message_id: str = "{message_id}"
+    key: str | None = None
     dedup: DedupLocation = "header"
     dedup_header: str = "Idempotency-Key"
     poison: Any = None
@@ -157,7 +243,7 @@ class MessageSpec(_Section):
     def _placeholders_are_known(self) -> MessageSpec:
         for name, value in (("body", self.body), ("headers", self.headers),
                             ("properties", self.properties), ("message_id", self.message_id),
-                            ("poison", self.poison)):
+                            ("key", self.key), ("poison", self.poison)):
             unknown = sorted(set(placeholders(value)) - MESSAGE_PLACEHOLDERS.keys())
             if unknown:
                 known = ", ".join(f"{{{p}}}" for p in MESSAGE_PLACEHOLDERS)
@@ -176,6 +262,9 @@ class MessageSpec(_Section):
         if self.dedup == "body" and "key" not in used:
             raise ValueError("dedup = \"body\" needs {key} in the body (or headers) template, "
                              "e.g. body = { key = \"{key}\", amount = \"{amount}\" }")
+        if self.dedup == "key" and "key" not in placeholders(self.key):
+            raise ValueError("dedup = \"key\" deduplicates on the record key: write "
+                             "key = \"{key}\" in [message]")
         if "message_id" not in placeholders(self.message_id) and self.dedup != "message-id":
             raise ValueError("message_id must use {message_id}: each publish needs its own id")
         return self
@@ -194,10 +283,29 @@ class ConsumerPromises(Promises):
     max_attempts: int | None = Field(default=None, ge=1)
     dead_letter_queue: str | None = None
     #: What the consumer does with a job whose work failed: deliver it again (``requeue``: a
-    #: nack with requeue; ``republish``: a new message, after ``retry_delay``) until
-    #: ``max_attempts``, then dead-letter it; or dead-letter it at once (``dead-letter``).
-    on_failure: Literal["requeue", "republish", "dead-letter"] | None = None
+    #: nack with requeue; ``republish``: a new message, after ``retry_delay``; on Kafka
+    #: ``retry``: the partition sought back to the record) until ``max_attempts``, then
+    #: dead-letter it; or dead-letter it at once (``dead-letter``).
+    on_failure: Literal["requeue", "republish", "retry", "dead-letter"] | None = None
     retry_delay: Duration | None = None
+    #: Kafka: when the consumer commits a record's offset: ``after-work`` (at least once),
+    #: ``before-work`` or ``auto`` (the client's timer, whatever the work): at most once, a
+    #: kill may lose the job.
+    commit: Literal["after-work", "before-work", "auto"] | None = None
+    #: Kafka: where records the consumer gives up on go (may use ``{topic}``).
+    dead_letter_topic: str | None = None
+
+    @property
+    def at_most_once(self) -> bool:
+        """Does the consumer admit that a crash may lose a job (it acks, or commits, before
+        the work is done)?"""
+        return self.ack == "before-work" or self.commit in ("before-work", "auto")
+
+    @property
+    def dead_letters(self) -> str | None:
+        """Where the consumer promises to put what it gives up on: its dead-letter queue, or
+        on Kafka its dead-letter topic (a template)."""
+        return self.dead_letter_queue or self.dead_letter_topic
 
     @model_validator(mode="after")
     def _failure_policy(self) -> ConsumerPromises:
@@ -232,9 +340,19 @@ class TestHook(_Section):
 class PauseHook(TestHook):
     """A message header (or body field) that makes the consumer wait at a point of its work: how
     the harness meets a job in progress (``before-work``: claimed, nothing committed) or holds
-    one that is done (``before-ack``: committed, not acked).  Values may use ``{ms}``."""
+    one that is done (``before-ack``: committed, not acked; on Kafka ``before-commit``: its
+    offset not committed).  Values may use ``{ms}``."""
 
-    points: dict[Literal["before-work", "before-ack"], str] = Field(min_length=1)
+    points: dict[Literal["before-work", "before-ack", "before-commit"], str] = Field(
+        min_length=1)
+
+    def point(self, name: str) -> str | None:
+        """The value template of point ``name``; ``before-ack`` is the same moment as Kafka's
+        ``before-commit`` (the work done, the message not settled with the broker)."""
+        points: dict[str, str] = {str(k): v for k, v in self.points.items()}
+        if name == "before-ack":
+            return points.get("before-ack") or points.get("before-commit")
+        return points.get(name)
 
 
 class WorkFailure(TestHook):
@@ -246,6 +364,7 @@ class WorkFailure(TestHook):
     name: str = Field(min_length=1)
     value: str
     when: Literal["before-work", "after-work"] = "before-work"
+    deliveries: Literal["first", "every"] = "first"
 
 
 class EventsHook(_Section):
@@ -292,6 +411,7 @@ class ConsumerTarget(Target):
     start: ConsumerStart
     broker: BrokerSpec = Field(default_factory=BrokerSpec)
     queue: QueueSpec = Field(default_factory=QueueSpec)
+    topic: TopicSpec = Field(default_factory=TopicSpec)
     message: MessageSpec = Field(default_factory=MessageSpec)
     promises: ConsumerPromises = Field(default_factory=ConsumerPromises)
     hooks: ConsumerHooks = Field(default_factory=ConsumerHooks)
@@ -307,7 +427,38 @@ class ConsumerTarget(Target):
         if "start" not in data:
             raise ValueError("a consumer target needs a [start] table: the harness starts the "
                              "consumer, to hand it the broker's address through a proxy")
+        broker = data.get("broker")
+        if "topic" in data and not (isinstance(broker, Mapping) and "kind" in broker):
+            # a [topic] table says Kafka, as a [queue] table says RabbitMQ
+            broker = {**(broker if isinstance(broker, Mapping) else {}), "kind": "kafka"}
+            data = {**data, "broker": broker}
+        start = data["start"]
+        if (isinstance(broker, Mapping) and broker.get("kind") == "kafka"
+                and isinstance(start, Mapping) and "ready" not in start):
+            data = {**data, "start": {**start, "ready": "group"}}  # Kafka's "queue"
         return data
+
+    @model_validator(mode="after")
+    def _fits_its_broker(self) -> ConsumerTarget:
+        from harness.consumer._broker_kinds import check_fits
+
+        check_fits(self)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _as_its_broker_says_it(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Only the tables and fields of the target's own broker: a saved RabbitMQ target reads
+        as it did before Kafka, and a saved Kafka target loads again."""
+        from harness.consumer._broker_kinds import without_the_other_broker
+
+        data = handler(self)
+        return without_the_other_broker(data, self.broker.kind) if isinstance(data, dict) \
+            else data
+
+    @property
+    def kafka(self) -> bool:
+        """Does the consumer read a Kafka topic (``[broker] kind = "kafka"``)?"""
+        return self.broker.kind == "kafka"
 
     @model_validator(mode="after")
     def _hook_fields_fit_the_body(self) -> ConsumerTarget:
@@ -339,7 +490,7 @@ class ConsumerTarget(Target):
             caps.add("cleanup")
         if hooks.pause and "before-work" in hooks.pause.points:
             caps.add("pause-before-work")
-        if hooks.pause and "before-ack" in hooks.pause.points:
+        if hooks.pause and hooks.pause.point("before-ack") is not None:
             caps.add("pause-before-ack")
         if promises.dedup_window is not None:
             caps.add("dedup-window")
@@ -351,7 +502,7 @@ class ConsumerTarget(Target):
             caps.add("republish")
         if hooks.work_failures:
             caps.add("work-failure")
-        return frozenset(caps)
+        return frozenset(caps | self.broker.capabilities)
 
 
 def _default_table(name: str, value: Any) -> bool:

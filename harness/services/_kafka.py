@@ -61,6 +61,7 @@ __all__ = [
     "KafkaLink",
     "KafkaServer",
     "find_kafka_libs",
+    "links_from_environment",
     "start_kafka",
 ]
 
@@ -417,7 +418,9 @@ def _start_broker(java: str, libs: Path, *, links: int,
     raise AssertionError("unreachable")
 
 
-def _links_from_environment(raw: str) -> list[KafkaLink]:
+def links_from_environment(raw: str) -> list[KafkaLink]:
+    """The links ``IDEM_KAFKA_LINKS`` names for a running broker (``BROKER_PORT:ADVERTISED_PORT``
+    pairs), each advertised on the loopback address where its proxy must listen."""
     links: list[KafkaLink] = []
     for index, pair in enumerate(part.strip() for part in raw.split(",") if part.strip()):
         broker, _, advertised = pair.partition(":")
@@ -440,7 +443,7 @@ def _from_environment(bootstrap: str) -> KafkaServer:
         raise ServiceUnavailable(
             "Kafka", f"{ENV_BOOTSTRAP}={bootstrap} does not answer ({problem})",
             f"start that broker, or unset {ENV_BOOTSTRAP} to let the harness start its own")
-    links = _links_from_environment(os.environ.get(ENV_LINKS, ""))
+    links = links_from_environment(os.environ.get(ENV_LINKS, ""))
     return KafkaServer(bootstrap, origin=ENV_BOOTSTRAP, links=links)
 
 

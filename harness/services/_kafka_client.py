@@ -16,6 +16,7 @@ state, the offsets it committed, and set them back (a reset to an old offset is 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -184,6 +185,10 @@ class KafkaAdmin:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._admin = AdminClient(_config(bootstrap))
+        #: A consumer that joins no group, kept to read watermarks: asked for them often (a
+        #: drain looks many times a second), a new one each time would cost a connection.
+        self._watermarks: Consumer | None = None
+        self._watermarks_lock = threading.Lock()
 
     def create_topic(self, name: str, *, partitions: int = 1,
                      config: Mapping[str, str] | None = None) -> None:
@@ -239,15 +244,26 @@ class KafkaAdmin:
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Each partition's high watermark: the offset the next message will get."""
-        consumer = Consumer(_config(self.bootstrap, **{"group.id": _scratch_group(),
-                                                       "enable.auto.commit": False}))
-        try:
+        return self.end_offsets_of(topic, self.partitions(topic))
+
+    def end_offsets_of(self, topic: str, partitions: int) -> dict[int, int]:
+        """``end_offsets`` for a topic whose partitions are known (one request fewer)."""
+        with self._watermarks_lock:
+            if self._watermarks is None:
+                self._watermarks = Consumer(_config(self.bootstrap, **{
+                    "group.id": _scratch_group(), "enable.auto.commit": False}))
+            consumer = self._watermarks
             with _translated(f"reading the end offsets of {topic!r}", self.bootstrap):
                 return {partition: consumer.get_watermark_offsets(
                             TopicPartition(topic, partition), timeout=self.timeout)[1]
-                        for partition in range(self.partitions(topic))}
-        finally:
-            consumer.close()
+                        for partition in range(partitions)}
+
+    def close(self) -> None:
+        """Close the consumer kept for watermarks (the admin client needs no closing)."""
+        with self._watermarks_lock:
+            if self._watermarks is not None:
+                self._watermarks.close()
+                self._watermarks = None
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int | None]:
         """The offset ``group`` committed for each partition of ``topic`` (the next message it
@@ -336,10 +352,12 @@ class KafkaProducer:
                                f"acknowledged ({outcome.reason})")
         return outcome
 
-    def send_all(self, topic: str, messages: Sequence[Outgoing]
+    def send_all(self, topic: str, messages: Sequence[Outgoing], *, wait: float | None = None
                  ) -> list[Delivered | NotDelivered]:
         """Produce every message before waiting for any acknowledgement (copies meant to arrive
-        together do), then each one's outcome, in order."""
+        together do), then each one's outcome, in order.  ``wait``: seconds to wait for the
+        acknowledgements (default: the producer's timeout); one not in by then is
+        ``NotDelivered(maybe=True)``, as a producer that gives up on it sees it."""
         outcomes: list[Delivered | NotDelivered | None] = [None] * len(messages)
 
         def report(index: int) -> Any:
@@ -363,7 +381,7 @@ class KafkaProducer:
                 self._producer.produce(topic, value=message.value, key=message.key,
                                        headers=list(message.headers), on_delivery=report(index),
                                        **extra)
-            self._producer.flush(self.timeout + 1)
+            self._producer.flush(self.timeout + 1 if wait is None else wait)
         return [outcome if outcome is not None
                 else NotDelivered("no delivery report in time", maybe=True)
                 for outcome in outcomes]

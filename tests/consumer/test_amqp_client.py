@@ -13,7 +13,7 @@ import aio_pika
 import pytest
 
 from harness.consumer._amqp import AmqpClient, Outgoing, PublishOutcome
-from harness.consumer._deployment import _through
+from harness.consumer._rabbitmq_broker import through
 from harness.services._rabbitmq import RabbitServer
 from harness.services._toxiproxy import Toxic, ToxiproxyServer
 from tests.reference_server.support import wait_until
@@ -47,7 +47,7 @@ def test_copies_published_at_once_are_all_queued_before_any_confirm(
     broker = urlsplit(rabbitmq_server.url)
     proxy = toxiproxy_server.client.create_proxy(f"amqp-client-{queue}",
                                                  f"{broker.hostname}:{broker.port}")
-    publisher = AmqpClient(_through(rabbitmq_server.url, proxy.listen), timeout=CONFIRM_WAIT)
+    publisher = AmqpClient(through(rabbitmq_server.url, proxy.listen), timeout=CONFIRM_WAIT)
     observer = AmqpClient(rabbitmq_server.url)
     outcomes: list[tuple[PublishOutcome, str | None]] = []
     try:

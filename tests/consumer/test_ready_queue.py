@@ -51,17 +51,17 @@ def consumer(tmp_path: Path, code: str) -> ConsumerTarget:
 def test_a_portless_consumer_is_ready_when_the_broker_counts_it(
         broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     with ConsumerDeployment(consumer(tmp_path, WORKER), toxiproxy=toxiproxy_server,
-                            broker_url=broker, workdir=tmp_path / "run") as deployment:
-        assert deployment.amqp.queue_state(deployment.queue).consumers == 1
+                            broker=broker, workdir=tmp_path / "run") as deployment:
+        assert deployment.broker.state().consumers == 1
         deployment.kill()
         deployment.start_again()  # readiness again after a crash
-        assert deployment.amqp.queue_state(deployment.queue).consumers == 1
+        assert deployment.broker.state().consumers == 1
 
 
 def test_a_consumer_that_exits_before_consuming_fails_its_start(
         broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     target = consumer(tmp_path, "import sys; sys.exit(3)")
-    deployment = ConsumerDeployment(target, toxiproxy=toxiproxy_server, broker_url=broker,
+    deployment = ConsumerDeployment(target, toxiproxy=toxiproxy_server, broker=broker,
                                     workdir=tmp_path / "run")
     with pytest.raises(ServiceUnavailable) as raised:
         deployment.__enter__()
@@ -113,11 +113,11 @@ def test_the_harness_never_binds_the_port_it_hands_to_a_queue_ready_consumer(
     target = consumer(tmp_path, FEEDING_WORKER)
     target = target.model_copy(update={"start": target.start.model_copy(update={
         "command": [*target.start.command, "{port}"]})})
-    with ConsumerDeployment(target, toxiproxy=toxiproxy_server, broker_url=broker,
+    with ConsumerDeployment(target, toxiproxy=toxiproxy_server, broker=broker,
                             workdir=tmp_path / "run") as deployment:
         port = deployment.instances[0].port
         for _ in range(2):  # the first start, and one after a crash
-            assert deployment.amqp.queue_state(deployment.queue).consumers == 1
+            assert deployment.broker.state().consumers == 1
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
                 assert answer.read() == b"feed"
             deployment.kill()

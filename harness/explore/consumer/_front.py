@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine
 from harness._history import Event
 from harness._target import Target
 from harness.consumer._account import add_accounts
+from harness.consumer._brokers import broker_for
 from harness.consumer._deployment import ConsumerDeployment
-from harness.consumer._runner import broker_for
 from harness.consumer._target import ConsumerTarget
 from harness.explore._front_protocol import SessionOptions
 from harness.explore._story import Front as FrontName
@@ -37,14 +37,15 @@ def _deployed(target: ConsumerTarget, *, workdir: Path, allow_remote: bool,
               toxiproxy: ToxiproxyServer | None) -> Iterator[ConsumerDeployment]:
     toxiproxy_context = (nullcontext(toxiproxy) if toxiproxy is not None
                          else start_toxiproxy(log_dir=workdir))
-    with toxiproxy_context as server, broker_for(target) as broker_url, ConsumerDeployment(
-            target, toxiproxy=server, broker_url=broker_url, workdir=workdir,
-            allow_remote=allow_remote) as deployment:
+    with toxiproxy_context as server, broker_for(target, toxiproxy=server) as broker, \
+            ConsumerDeployment(target, toxiproxy=server, broker=broker, workdir=workdir,
+                               allow_remote=allow_remote) as deployment:
         yield deployment
 
 
 class ConsumerFront:
-    """A queue consumer on a real RabbitMQ, its broker connections behind Toxiproxy."""
+    """A queue consumer on a real broker (RabbitMQ or Kafka), its connections behind
+    Toxiproxy."""
 
     name: FrontName = "consumer"
 

@@ -29,7 +29,6 @@ from harness._history import ORACLE, Event, History
 from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT
 from harness.consumer._context import QUIET, SETTLE, ConsumerContext
 from harness.consumer._deployment import ConsumerDeployment
-from harness.consumer._settling import unsettled
 from harness.explore._actions import Clock, FaultOff, FaultOn
 from harness.explore._failure import Failure
 from harness.explore._keys import KeyPlan
@@ -247,7 +246,8 @@ class ConsumerWorld:
         if feed is not None:
             confirmed = Counter(e.key for e in events if e.f == "publish" and e.type == "ok"
                                 and e.key in keys)
-            return not unsettled(events, {k: confirmed[k] for k in keys}, feed.live())
+            return not self.deployment.broker.unsettled(
+                events, {k: confirmed[k] for k in keys}, feed.live())
         rejected = self._rejected(events)
         return all((self.context.effects_of(k) or 0) >= 1 for k in keys if k not in rejected)
 
@@ -268,12 +268,11 @@ class ConsumerWorld:
         keys = sorted({e.key for e in self.history.events()
                        if e.f == "publish" and e.type == "invoke" and e.key is not None})
         ctx = self.context
-        queue = self.deployment.queue
+        broker = self.deployment.broker
         rejected = self._rejected(self.history.events())
 
         def done() -> bool:
-            return self._done(keys) and (ctx.feed is not None or (
-                self.deployment.amqp.queue_state(queue).ready == 0))
+            return self._done(keys) and (ctx.feed is not None or broker.state().ready == 0)
 
         if not ctx.until(done, STEP_WAIT + self._paused_for()):
             return sum(1 for k in keys if not self._done([k]))
@@ -298,8 +297,8 @@ class ConsumerWorld:
             # Without a feed the overlap shows as copies taken (at most copies - 2 left ready)
             # while nothing committed: look once the consumers have taken them, inside the
             # pause, rather than the instant the broker confirmed them.
-            queue = self.deployment.queue
-            ctx.until(lambda: self.deployment.amqp.queue_state(queue).ready <= copies - 2,
+            broker = self.deployment.broker
+            ctx.until(lambda: broker.state().ready <= copies - 2,
                       pause[1] / 2000 if pause else 0.0)
             ctx.observe(key)
         return self._then(self._confirms(sent), [key])
