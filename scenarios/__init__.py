@@ -2,7 +2,8 @@
 
 The order is the order a run takes: scenarios that move the target's clock by days come last.
 HTTP scenarios come first, then the queue-consumer ones (issue 16); each kind is n/a, with
-the reason, for the other kind of target.
+the reason, for the other kind of target.  A consumer's catalog holds the scenarios its kind of
+broker can play (issue 40: Kafka's rebalances and offsets are not RabbitMQ's).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from scenarios import (
     bad_input,
     bounded_storage,
     burst_of_copies,
+    cold_reassignment,
     concurrent_retries,
     consumer_crash,
     crash_mid_request,
@@ -26,7 +28,9 @@ from scenarios import (
     late_retry,
     lost_ack,
     missing_key,
+    offset_reset,
     poison_message,
+    rebalance_while_working,
     redelivered_while_working,
     republish,
     store_outage,
@@ -60,8 +64,11 @@ CATALOG: dict[str, Scenario] = {
         lost_ack,
         consumer_crash,
         redelivered_while_working,
+        rebalance_while_working,
+        cold_reassignment,
         republish,
         burst_of_copies,
+        offset_reset,
         poison_message,
         work_failure,
         late_redelivery,
@@ -72,10 +79,15 @@ CATALOG: dict[str, Scenario] = {
 def default_scenarios(target: Target) -> list[Scenario]:
     """The catalog a run plays when no scenario is named: every scenario of the target's kind
     (HTTP or queue consumer); the other kind's would only add rows that say n/a."""
+    from harness.consumer._scenario import ConsumerScenario
     from harness.consumer._target import ConsumerTarget
 
-    consumer = isinstance(target, ConsumerTarget)
-    return [s for s in CATALOG.values() if _is_consumer(s) == consumer]
+    if not isinstance(target, ConsumerTarget):
+        return [s for s in CATALOG.values() if not _is_consumer(s)]
+    # a consumer's: those its kind of broker can play (a Kafka group's rebalance is not
+    # RabbitMQ's, nor a RabbitMQ consumer's held acks Kafka's)
+    return [s for s in CATALOG.values()
+            if isinstance(s, ConsumerScenario) and s.fits_broker(target)]
 
 
 def _is_consumer(scenario: Scenario) -> bool:

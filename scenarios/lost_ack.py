@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from harness.consumer import ConsumerContext, consumer_scenario
+from harness import Target
+from harness.consumer import ConsumerContext, ConsumerTarget, consumer_scenario
+
+#: On a broker where holding what the consumer sends would hold more than its ack (Kafka: its
+#: fetches and heartbeats too), the job pauses this long after its work instead, and the cut
+#: lands in the pause: long enough to be met, short of any poll interval.
+COMMIT_PAUSE_MS = 1_500
 
 
 def drive(ctx: ConsumerContext) -> None:
+    if "ack-hold" in ctx.target.capabilities():
+        _ack_held(ctx)
+    else:
+        _cut_at_commit(ctx)
+
+
+def _ack_held(ctx: ConsumerContext) -> None:
     key = ctx.new_key()
     with ctx.fault("ack-held"):
         ctx.publish(key)
@@ -18,6 +31,35 @@ def drive(ctx: ConsumerContext) -> None:
     ctx.drain()
 
 
+def _cut_at_commit(ctx: ConsumerContext) -> None:
+    """The job pauses after its work (its offset not committed); the consumer's link is cut
+    in the pause and stays cut until the broker has dropped the consumer, so the commit it
+    sends once the link is back is refused and the message is read again."""
+    key = ctx.new_key()
+    ctx.publish(key, pause=("before-ack", COMMIT_PAUSE_MS))
+    if ctx.feed is not None:
+        ctx.wait_for_delivery(key, paused=True)
+    else:
+        ctx.wait_for_effect(key)
+    instance = ctx.holder(key) or 0
+    ctx.intend("work-done-commit-pending", key, ("P1", "P9"), instance=instance, incident="cut")
+    ctx.observe(key)
+    with ctx.fault("connection-cut", instance):
+        ctx.wait_until_dropped(instance, timeout=3 * ctx.target.broker.heartbeat + 10)
+    ctx.deployment.wait_for_consumers(ctx.deployment.running())
+    ctx.drain()
+
+
+def _can_lose_the_ack(target: Target) -> str | None:
+    assert isinstance(target, ConsumerTarget)
+    caps = target.capabilities()
+    if "ack-hold" in caps or "pause-before-ack" in caps:
+        return None
+    return (f"target {target.name} lacks a pause hook with a before-commit point "
+            "([hooks.pause]): on its broker only a pause after the work lets a cut meet the "
+            "commit")
+
+
 SCENARIO = consumer_scenario(
     name="lost-ack",
     summary="the job commits, the ack is lost with the connection, the message comes back; "
@@ -28,20 +70,27 @@ SCENARIO = consumer_scenario(
         "blip, a load balancer's idle timeout). The broker still holds the message as "
         "unacknowledged, so when the connection closes it puts the message back and delivers "
         "it again. A consumer that deduplicates by the message's key finds the job done and "
-        "acks without charging; one that trusts the broker to deliver once charges twice."
+        "acks without charging; one that trusts the broker to deliver once charges twice. On "
+        "Kafka the ack is the offset commit: the link is cut after the work, the group drops "
+        "the member, and the record is read again from the last committed offset."
     ),
     properties=("P1", "P2", "P9"),
     plan=(
         "hold everything the consumer sends to the broker (a Toxiproxy timeout toxic on the "
-        "consumer's proxy, upstream), so its ack cannot arrive",
+        "consumer's proxy, upstream), so its ack cannot arrive; on Kafka, where that would "
+        "hold its fetches too, the job pauses after its work instead",
         "publish a charge message (confirmed by the broker) and wait until the effects "
-        "oracle counts its charge: the work committed",
+        "oracle counts its charge (on Kafka: until the consumer reports the pause after the "
+        "work): the work committed",
         "cut the consumer's connection (the proxy disabled): the held ack is dropped and the "
-        "broker requeues the message; heal, and wait until the consumer is back",
+        "broker requeues the message (on Kafka: the cut lasts until the group has dropped "
+        "the member, so its offset commit is refused); heal, and wait until the consumer is "
+        "back",
         "drain: wait until the redelivery is settled, stop the consumers, look at what is "
         "left in the queue",
         "check: exactly one charge for the key; unknown unless the charge was seen committed "
-        "while the ack was held, before the cut",
+        "while the ack was held (on Kafka: before its offset was committed), before the cut",
     ),
     drive=drive,
+    applies=_can_lose_the_ack,
 )

@@ -120,7 +120,9 @@ class QueueView:
             what = {"ack-held": "its ack was held back and "
                                 + ("it was killed" if killed else "its connection cut"),
                     "connection-stall": "its broker connection stalled",
-                    "connection-cut": "its broker connection was cut"}.get(name, name)
+                    "connection-cut": "its broker connection was cut",
+                    "poll-interval-outlived": "its job outlived the poll interval and its "
+                                              "partition went to another member"}.get(name, name)
             found.append(Incident(f"the consumer's {what}".replace("the consumer's its ",
                                                                    "the consumer's "),
                                   fault, end))

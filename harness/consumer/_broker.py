@@ -53,6 +53,14 @@ class QueueState:
     exists: bool
     ready: int = 0
     consumers: int = 0
+    #: Consumers the broker still knows, consuming or not (a Kafka group's members during a
+    #: rebalance, before a dead one's session has run out); None: the same as ``consumers``.
+    known: int | None = None
+
+    @property
+    def members(self) -> int:
+        """Every consumer the broker still knows: one it has dropped is not among them."""
+        return self.consumers if self.known is None else self.known
 
 
 @dataclass(frozen=True, slots=True)

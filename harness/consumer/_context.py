@@ -291,9 +291,35 @@ class ConsumerContext:
                      if i.number != instance and i.process.running())
 
         def dropped() -> bool:
-            return self.deployment.broker.state().consumers <= others
+            return self.deployment.broker.state().members <= others
 
         return self.until(dropped, timeout)
+
+    def holder(self, key: str) -> int | None:
+        """The consumer that last reported taking (or pausing in) ``key``'s message, by its
+        events feed; None without one."""
+        reported = [e.process for e in self.history.events()
+                    if e.f in ("pause", "deliver", "claim") and e.key == key
+                    and e.process.startswith("consumer-")]
+        return int(reported[-1].removeprefix("consumer-")) if reported else None
+
+    def place_of(self, key: str) -> tuple[int, int] | None:
+        """Where the broker put ``key``'s first confirmed message, when it says (a Kafka
+        record's partition and offset)."""
+        for event in self.history.events():
+            if (event.f == "publish" and event.type == "ok" and event.key == key
+                    and "offset" in event.value):
+                return int(event.value["partition"]), int(event.value["offset"])
+        return None
+
+    def committed_past(self, key: str) -> bool:
+        """Has the broker settled every message of ``key`` for good, whatever the consumers
+        are doing (a Kafka group's committed offset past each of its records)?  Asked only of a
+        broker that settles by offsets (capability ``offsets``)."""
+        events = self.history.events()
+        confirmed = sum(1 for e in events if e.f == "publish" and e.type == "ok"
+                        and e.key == key)
+        return not self.deployment.broker.unsettled(events, {key: confirmed}, [])
 
     def observe_queue(self, name: str | None = None) -> None:
         queue = name or self.deployment.queue
@@ -370,6 +396,17 @@ class ConsumerContext:
         broker = self.deployment.broker
         self.until(lambda: broker.state().consumers >= connected, SETTLE)
         return len(self.deployment.instances)
+
+    def start_member(self, number: int) -> None:
+        """Start consumer ``number`` (a new one, or one stopped), with no fault of the
+        nemesis's behind it: a member joining the group; wait until it is ready."""
+        if number < len(self.deployment.instances):
+            self.deployment.start_again(number)
+        else:
+            self.deployment.ensure_instances(number + 1)
+        pause = self.target.hooks.pause
+        if pause is not None and pause.deliveries == "every-process":
+            self._pauses_again()  # a new process honours the pause of a record it reads again
 
     def notice_exits(self) -> None:
         for number, code in self.deployment.exited_by_themselves():

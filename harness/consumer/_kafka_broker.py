@@ -18,6 +18,7 @@ redelivery, so the feed's deliveries only say who holds a record (``_settling.st
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -46,6 +47,10 @@ from harness.services._network import require_loopback
 from harness.services._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 
 __all__ = ["GROUP_EVENTS", "KafkaBroker"]
+
+# A link the nemesis cuts on purpose (the losing publisher's, a consumer's) makes librdkafka log
+# the lost connection; the history already says what happened.
+logging.getLogger("harness.services.librdkafka").setLevel(logging.CRITICAL)
 
 #: What a Kafka consumer's feed reports beside the common events, kept under their own names:
 #: its group's rebalances and its link's state.
@@ -247,17 +252,19 @@ class KafkaBroker:
         committed = self._committed_offsets(fresh=True)
         return sum(max(0, end - (committed.get(p) or 0)) for p, end in ends.items())
 
-    def _members(self) -> int:
-        """The members the group counts, once it is stable (during a rebalance none holds its
-        partitions for sure)."""
+    def _members(self) -> tuple[int, int]:
+        """The members the group counts as consuming (once it is stable: during a rebalance
+        none holds its partitions for sure), and every member it still lists."""
         group = self.admin.group(self.group)
-        return len(group.members) if group.state == "Stable" else 0
+        listed = len(group.members)
+        return (listed if group.state == "Stable" else 0), listed
 
     def state(self, name: str | None = None) -> QueueState:
         """The topic: records the group has not committed past, and its members; a dead-letter
         topic: records the harness has not taken yet."""
         if name is None or name == self.topic:
-            return QueueState(True, self._lag(), self._members())
+            consuming, listed = self._members()
+            return QueueState(True, self._lag(), consuming, listed)
         if name not in self._made_topics:
             return QueueState(False)
         ends = self.admin.end_offsets_of(name, 1)
@@ -268,7 +275,7 @@ class KafkaBroker:
         committed = self._committed_offsets(fresh=True)
         ends = self.admin.end_offsets_of(self.topic, self.partitions)
         return {"ready": sum(max(0, end - (committed.get(p) or 0)) for p, end in ends.items()),
-                "consumers": self._members(),
+                "consumers": self._members()[0],
                 "committed": {str(p): o for p, o in sorted(committed.items())}}
 
     def take_all(self, name: str) -> list[Received]:

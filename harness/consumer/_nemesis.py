@@ -111,6 +111,30 @@ class ConsumerNemesis:
             instance.proxy.enable()
         self.deployment.cut_off.clear()
 
+    @contextmanager
+    def outliving(self, what: str, instance: int) -> Iterator[None]:
+        """Record, as a fault on consumer ``instance`` for the block, something the harness
+        brought about without a toxic: a job kept past the poll interval, so that the group
+        hands its partition to another member (``poll-interval-outlived``)."""
+        self._before()
+        self.history.record("info", "fault", NEMESIS, value={
+            "fault": what, "where": "consumer", "instance": instance})
+        try:
+            yield
+        finally:
+            self._before()
+            self.history.record("info", "heal", NEMESIS, value={
+                "fault": what, "where": "consumer", "instance": instance})
+
+    def rewind(self, offsets: dict[int, int] | None) -> dict[int, int]:
+        """Set the consumers' place in the queue back (a Kafka group's committed offsets; every
+        consumer stopped): what was read since is read again."""
+        self._before()
+        done = self.deployment.broker.rewind(offsets)
+        self.history.record("info", "rewind", NEMESIS, value={
+            "offsets": {str(p): o for p, o in sorted(done.items())}})
+        return done
+
     def kill(self, instance: int = 0) -> None:
         self._before()
         self.deployment.kill(instance)

@@ -20,6 +20,12 @@ The intents, by ``what``:
 - ``copies-overlapped``: several copies of one job were in consumers' hands at once.
 - ``first-publish-queued``: the publish whose confirm was lost reached the queue before the
   producer published again.
+- ``work-done-commit-pending``: the job committed and the consumer had not settled its message
+  with the broker (a Kafka record's offset not committed: the consumer paused after its work)
+  when it was killed or its link cut (``incident``); with ``elsewhere``, another consumer read
+  the message again afterwards (a partition reassigned to a member with cold state).
+- ``read-again``: the consumers' place in the queue was set back past the key's message (a
+  Kafka group's offsets), and a consumer read it again.
 """
 
 from __future__ import annotations
@@ -192,12 +198,67 @@ def _first_publish_queued(events: list[Event], intent: Event, key: str) -> str |
             "published again: the republish may be the only message")
 
 
+def _place(events: list[Event], key: str) -> tuple[int, int] | None:
+    """Where the broker put ``key``'s first confirmed message (partition, offset), if it said."""
+    for event in events:
+        if (event.f == "publish" and event.type == "ok" and event.key == key
+                and "offset" in event.value):
+            return int(event.value.get("partition") or 0), int(event.value["offset"])
+    return None
+
+
+def _work_done_commit_pending(events: list[Event], intent: Event, key: str) -> str | None:
+    incident = _incident(events, intent)
+    if incident is None:
+        return "the kill or cut it was meant for never happened"
+    what = "the kill" if incident.f == "crash" else "the cut"
+    process = f"consumer-{intent.value.get('instance', 0)}"
+    before = [e for e in events if e.index < incident.index and e.key == key]
+    if any(e.f in ("ack", "dead-letter") and e.process == process for e in before):
+        return (f"the consumer had settled key {key}'s message with the broker before {what}: "
+                "nothing was left to read again")
+    if not any(e.f == "commit" or (e.f == "observe" and (e.value.get("effects") or 0) >= 1)
+               for e in before):
+        return (f"no effect of key {key} was seen before {what}: the job may not have "
+                "committed")
+    place = _place(events, key)
+    look = next((e for e in reversed(before) if e.f == "observe"), None)
+    if place is not None and look is not None and isinstance(look.value.get("committed"), dict):
+        committed = look.value["committed"].get(str(place[0]))
+        if committed is not None and committed > place[1]:
+            return (f"the group had committed past key {key}'s record before {what}: it would "
+                    "not be read again")
+    if _reports(events, key):
+        again = [e for e in events if e.index > incident.index and e.f == "deliver"
+                 and e.key == key]
+        if intent.value.get("elsewhere"):
+            again = [e for e in again if e.process != process]
+            if not again:
+                return f"no other consumer reported reading key {key}'s message after {what}"
+        elif not again:
+            return f"no consumer reported reading key {key}'s message again after {what}"
+    return None
+
+
+def _read_again(events: list[Event], intent: Event, key: str) -> str | None:
+    rewind = next((e for e in _after(events, intent, "rewind")), None)
+    if rewind is None:
+        return "the rewind it was meant for never happened"
+    if not _reports(events, key):
+        return "without an events feed, a message read again cannot be seen"
+    if not any(e.index > rewind.index and e.f == "deliver" and e.key == key for e in events):
+        return f"no consumer reported reading key {key}'s message again after the rewind"
+    return None
+
+
 INTENTS: dict[str, Callable[[list[Event], Event, str], str | None]] = {
     "work-done-ack-held": _work_done_ack_held,
     "killed-mid-job": _killed_mid_job,
     "copy-while-working": _copy_while_working,
     "copies-overlapped": _copies_overlapped,
     "first-publish-queued": _first_publish_queued,
+    "work-done-commit-pending": _work_done_commit_pending,
+    "read-again": _read_again,
 }
 
 

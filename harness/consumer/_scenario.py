@@ -14,7 +14,7 @@ from harness._errors import UsageError
 from harness._scenario import Scenario, ScenarioContext
 from harness._target import Target
 from harness.consumer._context import ConsumerContext
-from harness.consumer._target import ConsumerTarget
+from harness.consumer._target import BROKER_CAPABILITIES, ConsumerTarget
 
 __all__ = ["CONSUMER_CAPABILITY_HINTS", "ConsumerScenario", "consumer_scenario", "http_only"]
 
@@ -34,6 +34,13 @@ CONSUMER_CAPABILITY_HINTS = {
     "work-failure": "a hook that makes the job fail ([[hooks.work_failures]])",
     "republish": "a dedup key the producer chooses (dedup = \"header\" or \"body\"): with "
                  "dedup = \"message-id\" a republish is the same message",
+    "ack-hold": "a RabbitMQ broker, where holding what the consumer sends holds only its acks",
+    "offsets": "a Kafka broker ([broker] kind = \"kafka\"), whose group's offsets can be set "
+               "back",
+    "partitions": "a Kafka broker ([broker] kind = \"kafka\"), whose group hands a dead "
+                  "member's partitions to another",
+    "poll-interval": "the consumer's max.poll.interval, [broker] max_poll_interval (passed on "
+                     "as {max_poll_interval_ms}, or the consumer's own)",
 }
 
 
@@ -55,6 +62,14 @@ class ConsumerScenario(Scenario):
     """A scenario whose ``drive`` publishes messages and faults a consumer."""
 
     drive: Callable[[ConsumerContext], None] = field(default=lambda ctx: None)
+
+    def fits_broker(self, target: ConsumerTarget) -> bool:
+        """Can the target's kind of broker ever give what this scenario needs?  A scenario of
+        the other broker's (setting a Kafka group's offsets back, holding only a RabbitMQ
+        consumer's acks) is left out of the target's catalog, not shown n/a."""
+        others = {cap for kind, caps in BROKER_CAPABILITIES.items()
+                  if kind != target.broker.kind for cap in caps}
+        return not (self.needs & others - BROKER_CAPABILITIES[target.broker.kind])
 
     def not_applicable(self, target: Target, *,
                        unavailable: Mapping[str, str] | None = None) -> str | None:

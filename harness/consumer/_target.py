@@ -33,6 +33,7 @@ from harness._target import (
 
 __all__ = [
     "ACK_POLICIES",
+    "BROKER_CAPABILITIES",
     "MESSAGE_PLACEHOLDERS",
     "BrokerKind",
     "BrokerSpec",
@@ -55,6 +56,12 @@ DedupLocation = Literal["header", "message-id", "body", "key"]
 ACK_POLICIES = ("after-work", "before-work")
 #: The brokers a consumer target may read from (``[broker] kind``).
 BrokerKind = Literal["rabbitmq", "kafka"]
+#: The capabilities only one kind of broker can give (``BrokerSpec.capabilities``): a scenario
+#: that needs one is for that broker's consumers only.
+BROKER_CAPABILITIES: dict[str, frozenset[str]] = {
+    "rabbitmq": frozenset({"ack-hold"}),
+    "kafka": frozenset({"offsets", "partitions", "poll-interval"}),
+}
 #: What a test hook applies to: a message's first delivery only (its redelivered flag unset),
 #: every delivery of it, or (Kafka, which counts no deliveries) the first delivery in each
 #: consumer process: a record read again by another process looks new to it.
@@ -183,11 +190,12 @@ class BrokerSpec(_Section):
     def capabilities(self) -> frozenset[str]:
         """What scenarios may rely on from this kind of broker: holding what a RabbitMQ
         consumer sends holds only its acks (``ack-hold``); a Kafka group's offsets can be set
-        back (``offsets``), and a member that outlives ``max_poll_interval`` loses its
+        back (``offsets``), a group hands a dead member's partitions to another
+        (``partitions``), and a member that outlives ``max_poll_interval`` loses its
         partitions to another (``poll-interval``)."""
         if self.kind == "rabbitmq":
             return frozenset({"ack-hold"})
-        caps = {"offsets"}
+        caps = {"offsets", "partitions"}
         if self.max_poll_interval is not None:
             caps.add("poll-interval")
         return frozenset(caps)

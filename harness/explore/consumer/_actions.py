@@ -18,7 +18,8 @@ from harness.explore._actions import Clock, FaultOff, FaultOn
 from harness.explore._keys import KeyPlan
 
 __all__ = ["CONSUMER_FAULT_NAMES", "ConsumerAction", "Copies", "FailingJob", "Kill", "LostAck",
-           "Poison", "Publish", "Republish", "Restart", "StallMidJob", "kind_of"]
+           "Poison", "Publish", "Rebalance", "Republish", "Restart", "Rewind", "StallMidJob",
+           "kind_of"]
 
 #: The faults a story switches on and heals: the consumers' broker connections.
 CONSUMER_FAULT_NAMES = ("connection-cut", "connection-stall")
@@ -147,9 +148,33 @@ class StallMidJob(_Action):
         return f"{self.id} = state.stall_mid_job({self.key.name})"
 
 
+class Rebalance(_Action):
+    """A new job paused in its work past the consumer's poll interval, while the other member
+    of its group is up: the group hands the partition over, and the other member reads the
+    record again while the first still works (Kafka's zombie)."""
+
+    op: Literal["rebalance"] = "rebalance"
+    id: str
+    key: KeyPlan
+
+    def text(self) -> str:
+        return f"{self.id} = state.rebalance({self.key.name})"
+
+
+class Rewind(_Action):
+    """The consumers stopped, their group's offsets set back to an earlier job's message, and
+    started again: every message since is read again."""
+
+    op: Literal["rewind"] = "rewind"
+    id: str
+
+    def text(self) -> str:
+        return f"state.rewind({self.id})"
+
+
 ConsumerAction = Annotated[
     Publish | Copies | Republish | Poison | FailingJob | LostAck | Kill | Restart | StallMidJob
-    | FaultOn | FaultOff | Clock,
+    | Rebalance | Rewind | FaultOn | FaultOff | Clock,
     Field(discriminator="op"),
 ]
 

@@ -1,7 +1,8 @@
 """The Hypothesis state machine for a queue consumer: what can happen to a queue, as rules.
 
 Rules are what can happen to a queue and its consumers (publishes, copies, republishes, lost
-acks, kills, restarts, stalls, faults, clock jumps, poison messages and failing jobs),
+acks, kills, restarts, stalls, faults, clock jumps, poison messages and failing jobs; on Kafka
+also a job outliving its poll interval while the group rebalances, and offsets set back),
 registered by weight as the HTTP machine's are (``harness.explore._rules``).  Rules exist only
 for what the target offers, so every drawn story can run; ``session.not_drawn`` says what was
 left out and why.
@@ -29,7 +30,8 @@ __all__ = ["NEEDS", "WEIGHTS", "machine_for"]
 #: (``_rules``): ``publish``, then the others in the order of their names.
 WEIGHTS = {"publish": 4, "publish_losing_confirm": 1, "restart": 2, "send_poison": 1,
            "stall_mid_job": 1, "copies": 2, "kill": 1, "lost_ack": 2, "time_passes": 2,
-           "toggle_fault": 1, "work_failure": 1, "late_republish": 2, "republish": 3}
+           "toggle_fault": 1, "work_failure": 1, "late_republish": 2, "republish": 3,
+           "rebalance": 1, "rewind": 1}
 #: The capabilities each operation needs from the target (harness/consumer/_target.py).
 NEEDS: dict[str, frozenset[str]] = {
     "republish": frozenset({"republish"}), "time_passes": frozenset({"clock"}),
@@ -37,6 +39,8 @@ NEEDS: dict[str, frozenset[str]] = {
     "kill": frozenset({"restart"}), "restart": frozenset({"restart"}),
     "stall_mid_job": frozenset({"instances", "pause-before-work"}),
     "send_poison": frozenset({"poison"}), "work_failure": frozenset({"work-failure"}),
+    "rebalance": frozenset({"instances", "pause-before-work", "poll-interval"}),
+    "rewind": frozenset({"offsets", "restart"}),
 }
 #: A copy of a job at once, or a republish: up to this many messages.
 MAX_COPIES = 4
@@ -102,6 +106,15 @@ class _ConsumerMachine(RuleBasedStateMachine):
     def work_failure(self, failure: str) -> None:
         self._do(self.plan.work_failure(failure))
 
+    def rebalance(self) -> None:
+        """rebalance-while-working's move: a job outlives its poll interval while the other
+        member takes its partition."""
+        self._do(self.plan.rebalance())
+
+    def rewind(self, pick: int) -> None:
+        """offset-reset's move: the group's offsets set back to an earlier job's message."""
+        self._do(self.plan.rewind(pick))
+
     @invariant()
     def the_checker_finds_nothing(self) -> None:
         self.session.check_step(self.world)
@@ -150,6 +163,9 @@ def _operations(session: ConsumerSession) -> dict[str, Operation]:
                                   lambda m: not m.plan.down),
         "send_poison": Operation({}),
         "work_failure": Operation({"failure": st.sampled_from(_failures(target) or ["-"])}),
+        "rebalance": Operation({}, _quiet),
+        "rewind": Operation({"pick": st.sampled_from(RECENT_FIRST)},
+                            lambda m: bool(m.plan.jobs) and m.plan.quiet()),
     }
     if not mid_job:
         session.not_drawn["kill-mid-job"] = (
@@ -160,6 +176,14 @@ def _operations(session: ConsumerSession) -> dict[str, Operation]:
         session.not_drawn["stall-mid-job"] = (
             "a stall in the middle of a job is not drawn: without an events feed the harness "
             "cannot tell which consumer holds the job")
+        operations.pop("rebalance")
+        operations.pop("rewind")  # a message read again cannot be seen without a feed
+    if not {"ack-hold", "pause-before-ack"} & capabilities:
+        operations.pop("lost_ack")
+        session.not_drawn["lost-ack"] = (
+            "a lost ack is not drawn: on this broker holding what the consumer sends holds "
+            "more than its ack, and the consumer has no pause hook after its work "
+            "([hooks.pause] before-commit)")
     if session.deployment.clock is None:
         operations.pop("time_passes")
         operations.pop("late_republish")
@@ -193,6 +217,10 @@ def _opening(target: ConsumerTarget) -> tuple[Opening, ...]:
     if "pause-before-work" in target.capabilities():
         stories.append((Move("kill", {"mid_job": True}),))
     stories.append((Move("send_poison"),))
+    # a broker's own stories (the machine tells only those it has rules for): Kafka's zombie,
+    # and a restart at an old offset
+    stories.append((Move("rebalance"),))
+    stories.append((publish, Move("rewind", {"pick": 0})))
     return tuple(stories)
 
 

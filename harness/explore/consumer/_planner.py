@@ -22,8 +22,10 @@ from harness.explore.consumer._actions import (
     LostAck,
     Poison,
     Publish,
+    Rebalance,
     Republish,
     Restart,
+    Rewind,
     StallMidJob,
 )
 
@@ -106,6 +108,16 @@ class ConsumerPlanner:
     def stall_mid_job(self) -> list[ConsumerAction]:
         op, plan = self._fresh()
         return [StallMidJob(id=op, key=plan)]
+
+    def rebalance(self) -> list[ConsumerAction]:
+        op, plan = self._fresh()
+        return [Rebalance(id=op, key=plan)]
+
+    def rewind(self, pick: int) -> list[ConsumerAction]:
+        """Back to an earlier job, counted back from the most recent (shrinking picks the
+        last)."""
+        job = self.jobs[-1 - pick % len(self.jobs)]
+        return [Rewind(id=job.id)]
 
     def toggle(self, fault: str) -> list[ConsumerAction]:
         """Heal the fault that is on, or else switch ``fault`` on: one at a time."""

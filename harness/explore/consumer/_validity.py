@@ -24,8 +24,10 @@ from harness.explore.consumer._actions import (
     LostAck,
     Poison,
     Publish,
+    Rebalance,
     Republish,
     Restart,
+    Rewind,
     StallMidJob,
 )
 
@@ -44,6 +46,10 @@ def _needs(action: ConsumerAction) -> set[str]:
             return {"restart"} | ({"pause-before-work"} if action.key is not None else set())
         case StallMidJob():
             return {"instances", "pause-before-work"}
+        case Rebalance():
+            return {"instances", "pause-before-work", "poll-interval"}
+        case Rewind():
+            return {"offsets", "restart"}
         case Poison():
             return {"poison"}
     return set()
@@ -65,15 +71,19 @@ def problems_with(actions: Sequence[ConsumerAction], target: Target) -> list[str
         if missing:
             problems.append(f"{where}: target {target.name} lacks "
                             + "; ".join(CONSUMER_CAPABILITY_HINTS.get(m, m) for m in missing))
-        if isinstance(action, StallMidJob) and target.hooks.events is None:
+        if isinstance(action, StallMidJob | Rebalance) and target.hooks.events is None:
             problems.append(f"{where}: target {target.name} has no events feed ([hooks] "
                             "events), so the consumer holding the job cannot be told")
         if isinstance(action, FailingJob) and action.failure not in {
                 f.name for f in target.hooks.work_failures}:
             problems.append(f"{where}: target {target.name} declares no work failure "
                             f"{action.failure!r} ([[hooks.work_failures]] names)")
-        if isinstance(action, Publish | Copies | FailingJob | LostAck | StallMidJob | Kill) \
-                and action.id is not None and action.id not in never_run:
+        if isinstance(action, LostAck) and not ({"ack-hold", "pause-before-ack"} & capabilities):
+            problems.append(f"{where}: target {target.name} lacks "
+                            + CONSUMER_CAPABILITY_HINTS["pause-before-ack"]
+                            + ": on its broker a lost ack is met by a pause after the work")
+        if isinstance(action, Publish | Copies | FailingJob | LostAck | StallMidJob | Kill
+                      | Rebalance) and action.id is not None and action.id not in never_run:
             jobs.add(action.id)
         if isinstance(action, Poison) or (isinstance(action, FailingJob) and any(
                 f.name == action.failure and f.deliveries == "every"
@@ -85,6 +95,8 @@ def problems_with(actions: Sequence[ConsumerAction], target: Target) -> list[str
                             "its republished job would be taken for a poison message's effect")
         elif isinstance(action, Republish) and action.id not in jobs:
             problems.append(f"{where} republishes job {action.id}, which no earlier step made")
+        if isinstance(action, Rewind) and action.id not in jobs:
+            problems.append(f"{where} rewinds to job {action.id}, which no earlier step made")
         if isinstance(action, FaultOn | FaultOff):
             if action.fault not in CONSUMER_FAULT_NAMES:
                 problems.append(f"{where}: unknown consumer fault {action.fault!r}; a story "

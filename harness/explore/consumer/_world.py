@@ -42,8 +42,10 @@ from harness.explore.consumer._actions import (
     LostAck,
     Poison,
     Publish,
+    Rebalance,
     Republish,
     Restart,
+    Rewind,
     StallMidJob,
     kind_of,
 )
@@ -60,6 +62,11 @@ KILL_PAUSE_MS = 3_000
 #: The shortest pause of a job whose consumer is stalled in the middle (redelivered-while-
 #: working's): the broker must drop the stalled consumer while the job still runs.
 MIN_STALL_PAUSE_MS = 8_000
+#: Where holding what a consumer sends would hold more than its ack (Kafka), a lost ack's job
+#: pauses this long after its work, and the cut or kill lands in the pause.
+COMMIT_PAUSE_MS = 1_500
+#: How much longer than the poll interval a rebalance's job pauses (rebalance-while-working's).
+OUTLIVE_BY = 3.0
 
 
 class ConsumerWorld:
@@ -167,6 +174,12 @@ class ConsumerWorld:
             case StallMidJob():
                 key = self._new_job(action.id, action.key)
                 return self._stall_mid_job(key), key
+            case Rebalance():
+                key = self._new_job(action.id, action.key)
+                return self._rebalance(key), key
+            case Rewind():
+                key = self._keys[self._jobs[action.id]]
+                return self._rewind(key), key
             case FaultOn():
                 on = self._running()
                 for number in on:
@@ -305,8 +318,12 @@ class ConsumerWorld:
 
     def _lost_ack(self, key: str, then: str) -> str:
         """lost-ack (``cut``) or consumer-crash's first half (``kill``): every consumer's acks
-        held, the job committed, then every consumer cut off (or killed and restarted)."""
+        held, the job committed, then every consumer cut off (or killed and restarted).  Where
+        holding what a consumer sends would hold more than its acks (Kafka), the job pauses
+        after its work instead and the consumer holding it is cut off or killed in the pause."""
         ctx = self.context
+        if "ack-hold" not in self.target.capabilities():
+            return self._commit_lost(key, then)
         running = self._running()
         for number in running:
             ctx.nemesis.inject("ack-held", number)
@@ -334,6 +351,70 @@ class ConsumerWorld:
         incident = "cut off" if then == "cut" else "killed and restarted"
         return self._then(f"{what} with its acks held; consumers {_listing(running)} "
                           f"{incident}", [key])
+
+    def _commit_lost(self, key: str, then: str) -> str:
+        """lost-ack on a broker that settles by offsets: the job paused after its work, its
+        consumer cut off until the broker has dropped it (or killed and restarted), so the
+        commit it owes is refused and the message read again."""
+        ctx = self.context
+        label = "lost-ack" if then == "cut" else "crash:after-work"
+        ctx.publish(key, label=label, pause=("before-ack", COMMIT_PAUSE_MS))
+        if ctx.feed is not None:
+            ctx.wait_for_delivery(key, paused=True, timeout=STEP_WAIT)
+        else:
+            ctx.wait_for_effect(key, timeout=STEP_WAIT)
+        holder = self._holders(key)[0]
+        ctx.intend("work-done-commit-pending", key, ("P1", "P9"), instance=holder,
+                   incident=then)
+        ctx.observe(key)
+        if then == "cut":
+            with ctx.fault("connection-cut", holder):
+                ctx.wait_until_dropped(holder, timeout=3 * self.target.broker.heartbeat + 10)
+        else:
+            ctx.kill(holder)
+            ctx.restart(holder)
+        self.deployment.wait_for_consumers(len(self._running()), timeout=SETTLE)
+        incident = "cut off until dropped" if then == "cut" else "killed and restarted"
+        return self._then(f"paused after its work; consumer {holder} {incident}", [key])
+
+    def _rebalance(self, key: str) -> str:
+        """rebalance-while-working: the job paused in its work past the poll interval, while
+        the other member is up: the group hands the partition over, and the other member reads
+        the record again while the first still works."""
+        ctx = self.context
+        poll = self.target.broker.max_poll_interval or 0.0
+        pause = int((poll + OUTLIVE_BY) * 1000)
+        ctx.publish(key, pause=("before-work", pause))
+        ctx.wait_for_delivery(key, paused=True, timeout=STEP_WAIT)
+        holder = self._holders(key)[0]
+        ctx.intend("copy-while-working", key, ("P1", "P9"), instance=holder,
+                   pause_seconds=pause / 1000)
+        with ctx.nemesis.outliving("poll-interval-outlived", holder):
+            ctx.wait_for_delivery(key, times=2, timeout=pause / 1000)
+            ctx.observe(key)
+            ctx.wait_for_effect(key, timeout=pause / 1000 + 10)
+        try:  # the first polls again after its job, and rejoins
+            self.deployment.wait_for_consumers(len(self._running()), timeout=SETTLE)
+        except HarnessError as exc:
+            return self._then(f"consumer {holder} outlived its poll interval in the job; {exc}",
+                              [key])
+        return self._then(f"consumer {holder} outlived its poll interval in the job", [key])
+
+    def _rewind(self, key: str) -> str:
+        """offset-reset: every consumer stopped, the group's offsets set back to ``key``'s
+        message, the consumers started again: every message since is read again."""
+        ctx = self.context
+        place = ctx.place_of(key)
+        ctx.intend("read-again", key, ("P1",))
+        running = self._running()
+        for number in running:
+            self.deployment.stop(number)
+        ctx.nemesis.rewind({place[0]: place[1]} if place is not None else None)
+        for number in running:
+            ctx.start_member(number)
+        ctx.wait_for_delivery(key, times=2, timeout=STEP_WAIT)
+        return self._then(f"consumers {_listing(running)} restarted at the message's offset",
+                          [key])
 
     def _holders(self, key: str) -> list[int]:
         """The consumers that may hold ``key``'s message: the one that reported pausing in it
