@@ -1,7 +1,8 @@
 """One training demo: a flaw's scenario, run with the flaw and without it, narrated.
 
-The scenario that exposes a flaw, run against the reference server with the flaw and then
-without it, narrated as it happens, and written as a report with a training page.
+The scenario that exposes a flaw, run against the reference server (or the reference consumer,
+on its broker) with the flaw and then without it, narrated as it happens, and written as a
+report with a training page.
 
 Both runs are ordinary runs through the runner, with the same seed and one shared Toxiproxy; the
 demo adds a narrator and a page, and judges nothing: the checker's findings are the lesson.
@@ -21,9 +22,11 @@ from rich.text import Text
 
 from harness._errors import UsageError
 from harness._outcomes import RunResult
-from harness._runner import RunConfig, run_scenarios
+from harness._runner import RunConfig
 from harness._scenario import Scenario
 from harness._target import Target
+from harness.consumer._runner import run_target
+from harness.consumer._target import ConsumerTarget
 from harness.demo._modes import ARTICLE, FailureMode
 from harness.demo._narrator import Narrator
 from harness.judging._findings import Finding, klass_of
@@ -57,9 +60,16 @@ class DemoResult:
         return self.report_dir / "index.html"
 
 
-def _reference(flaw: str | None, *, crash_point: str | None = None) -> Target:
-    """The built-in reference target file, started with ``--flaw`` when one is given, and
-    offering only ``crash_point`` of its crash hook when one is given."""
+def _reference(flaw: str | None, *, crash_point: str | None = None,
+               broker: str | None = None) -> Target:
+    """The built-in reference target file (the reference consumer's on ``broker``), started
+    with ``--flaw`` when one is given, and offering only ``crash_point`` of its crash hook when
+    one is given."""
+    if broker is not None:
+        from harness.consumer._reference import reference_consumer_target
+
+        return reference_consumer_target(store=None, flaw=flaw,
+                                         broker="kafka" if broker == "kafka" else "rabbitmq")
     target = reference_target(store=None, flaw=flaw)
     crash = target.hooks.crash
     if crash_point is not None and crash is not None:
@@ -82,14 +92,23 @@ def run_demo(mode: FailureMode, *, report_dir: Path, console: Console, seed: int
     scenario = get_scenario(mode.scenario)
     seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
     _introduce(console, mode, scenario)
+    which = "reference server" if mode.broker is None else "reference consumer"
     with ExitStack() as stack:
         proxy = toxiproxy or stack.enter_context(start_toxiproxy(log_dir=report_dir))
-        console.rule(f"[bold red]with the flaw[/] · reference server --flaw {mode.name}")
-        flawed = _run(_reference(mode.name, crash_point=mode.crash_point), scenario,
-                      report_dir / "flawed", seed, proxy, console)
-        console.rule("[bold green]with the fix[/] · the correct reference server")
-        fixed = _run(_reference(None, crash_point=mode.crash_point), scenario,
-                     report_dir / "fixed", seed, proxy, console)
+        if mode.broker is not None:  # one broker for both runs
+            from harness.consumer._brokers import broker_for, sharing
+
+            fixed_target = _reference(None, broker=mode.broker)
+            assert isinstance(fixed_target, ConsumerTarget)
+            service = stack.enter_context(broker_for(fixed_target, toxiproxy=proxy))
+            if not isinstance(service, str):
+                stack.enter_context(sharing(service))
+        console.rule(f"[bold red]with the flaw[/] · {which} --flaw {mode.name}")
+        flawed = _run(_reference(mode.name, crash_point=mode.crash_point, broker=mode.broker),
+                      scenario, report_dir / "flawed", seed, proxy, console)
+        console.rule(f"[bold green]with the fix[/] · the correct {which}")
+        fixed = _run(_reference(None, crash_point=mode.crash_point, broker=mode.broker),
+                     scenario, report_dir / "fixed", seed, proxy, console)
     result = DemoResult(mode, flawed, fixed, report_dir)
     lesson = Lesson(mode.name, mode.summary, mode.paragraphs, mode.pitfall, scenario.name,
                     scenario.story, scenario.plan)
@@ -105,7 +124,7 @@ def _run(target: Target, scenario: Scenario, report_dir: Path, seed: int,
     config = RunConfig(target=target, scenarios=[scenario], report_dir=report_dir, seed=seed,
                        toxiproxy=toxiproxy)
     narrator = Narrator(console, target=target)
-    return run_scenarios(config, [narrator, ReportDirectory(report_dir)])
+    return run_target(config, [narrator, ReportDirectory(report_dir)])
 
 
 def _introduce(console: Console, mode: FailureMode, scenario: Scenario) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from harness._errors import UsageError
-from reference_server._behaviour import Behaviour
+from reference_server.consumer.flaws import KAFKA_CONSUMER_FLAWS
 from reference_server.flaws import FLAWS, Flaw
 
-__all__ = ["ARTICLE", "CRASH_POINT", "PITFALLS", "SCENARIO_FOR", "FailureMode", "failure_mode",
-           "failure_modes", "mode_lines"]
+__all__ = ["ARTICLE", "CRASH_POINT", "KAFKA_SCENARIO_FOR", "PITFALLS", "SCENARIO_FOR",
+           "FailureMode", "failure_mode", "failure_modes", "mode_lines"]
 
 #: flaw -> the scenario that shows it (from the flaw matrix: caught, and as the right property).
 SCENARIO_FOR: dict[str, str] = {
@@ -34,6 +35,14 @@ SCENARIO_FOR: dict[str, str] = {
     "no-tenant-scope": "tenant-collision",
     "no-fencing": "zombie-original",
     "ack-before-commit": "crash-mid-request",
+}
+
+#: The reference Kafka consumer's flaws a trainer can show (issue 40), each with the scenario
+#: that shows it on Kafka: a rebalance hands a record to a member that never saw it, and a
+#: kill before the work finds the record's offset already committed.
+KAFKA_SCENARIO_FOR: dict[str, str] = {
+    "dedup-in-memory": "cold-reassignment",
+    "commit-before-work": "consumer-crash",
 }
 
 #: flaw -> the one crash point that shows it, so its demo does not wait out the other points.
@@ -64,10 +73,14 @@ _HEADING = re.compile(r"^[A-Z][A-Za-z ]{0,15}: ")
 
 @dataclass(frozen=True)
 class FailureMode:
-    flaw: Flaw[Behaviour]
+    """A flaw to show: of the reference server (``broker`` None), or of the reference consumer
+    on ``broker``."""
+
+    flaw: Flaw[Any]
     scenario: str | None
     pitfall: str | None
     crash_point: str | None = None
+    broker: str | None = None
 
     @property
     def name(self) -> str:
@@ -96,14 +109,17 @@ class FailureMode:
 def failure_modes() -> list[FailureMode]:
     """Every named flaw, in the reference server's order."""
     return [FailureMode(flaw, SCENARIO_FOR.get(name), PITFALLS.get(name), CRASH_POINT.get(name))
-            for name, flaw in FLAWS.items()]
+            for name, flaw in FLAWS.items()] + [
+        FailureMode(KAFKA_CONSUMER_FLAWS[name], scenario, None, broker="kafka")
+        for name, scenario in KAFKA_SCENARIO_FOR.items()]
 
 
 def failure_mode(name: str) -> FailureMode:
     for mode in failure_modes():
         if mode.name == name:
             return mode
-    raise UsageError(f"unknown failure mode {name!r}; choose one of: {', '.join(FLAWS)} "
+    known = [mode.name for mode in failure_modes()]
+    raise UsageError(f"unknown failure mode {name!r}; choose one of: {', '.join(known)} "
                      "(`idem-harness demo --list` says what each one is)")
 
 
@@ -113,6 +129,8 @@ def mode_lines(modes: list[FailureMode]) -> list[str]:
     lines = []
     for mode in modes:
         shown = f"scenario {mode.scenario}" if mode.scenario else "no scenario exposes it yet"
+        if mode.broker is not None:
+            shown += f", the reference consumer on {mode.broker.capitalize()}"
         quoted = (f'; the article\'s common mistake "{mode.pitfall.split(".")[0]}"'
                   if mode.pitfall else "")
         lines.append(f"{mode.name:<{width}}  {mode.summary}  [{shown}{quoted}]")

@@ -209,8 +209,15 @@ class Narrator:
             return self._sent(event)
         if event.f == "request":
             return self._answered(event)
+        if event.f in _CONSUMER_STEPS:
+            return self._consumer_step(event)
         if event.f in ("fault", "heal"):
             return self._fault(event)
+        if event.f == "crash" and "instance" in event.value:  # a queue consumer's process
+            return _say("  ✖ ", f"consumer-{event.value['instance']} dies "
+                                f"({event.value.get('how', 'killed')})", "bold red")
+        if event.f == "restart" and "instance" in event.value:
+            return _say("  ↻ ", f"consumer-{event.value['instance']} is started again", "cyan")
         if event.f == "crash":
             return _say("  ✖ ", f"the server process dies ({event.value.get('how', 'killed')})",
                         "bold red")
@@ -354,6 +361,42 @@ class Narrator:
             return f", while {', '.join(others[:-1])} and {others[-1]} still wait with the same key"
         return f", while {len(others)} other clients still wait with the same key"
 
+    def _consumer_step(self, event: Event) -> Text | None:
+        """A queue consumer's step: a publish and its confirm, what a consumer reported doing
+        (its events feed), and what the drain found."""
+        who = self._who(event) if event.key is not None else ""
+        value = event.value
+        if event.f == "publish" and event.type == "invoke":
+            pause = value.get("pause") or {}
+            paused = (f", asking the consumer to pause {pause.get('point')} for "
+                      f"{format_duration(float(pause.get('seconds', 0)))}" if pause else "")
+            return _say("→ ", f"the producer publishes {who} ({event.label or 'a job'})"
+                              f"{paused}", "")
+        if event.f == "publish":
+            outcome = {"ok": "confirmed", "fail": "refused"}.get(event.type, "no confirm")
+            return _say("  ← ", f"the broker: {outcome}" + (f" ({event.error})"
+                                                            if event.error else ""), "dim")
+        if event.f == "drain":
+            return _say("  ▤ ", f"the queue is drained: {value.get('left', 0)} left, "
+                                f"{value.get('dead_lettered', 0)} dead-lettered", "dim")
+        words = {"deliver": "takes", "claim": "claims", "commit": "commits the charge for",
+                 "ack-lost": "cannot settle", "dead-letter": "dead-letters",
+                 "wait": "waits: another consumer holds", "left-group": "leaves its group"}
+        if event.f == "pause":
+            told = f"pauses {value.get('point', '')} in {who}"
+        elif event.f == "ack":
+            told = f"{value.get('as', 'acks')} {who} ({value.get('outcome', '')})"
+        else:
+            told = f"{words.get(event.f, event.f)} {who}".rstrip()
+        style = "bold red" if event.f == "commit" and self._committed(event) else ""
+        return _say("  · ", f"{event.process} {told}", style)
+
+    def _committed(self, event: Event) -> bool:
+        """A second charge for a key: the moment a flaw shows."""
+        seen = self._charges[event.identity]
+        seen.append(str(event.value.get("charge")))
+        return len(seen) > 1
+
     def _fault(self, event: Event) -> Text:
         name = str(event.value.get("fault"))
         fault = FAULTS.get(name)
@@ -414,6 +457,11 @@ class Narrator:
             self.console.print(Text(f"  {finding.property} {finding.klass}: ", style=colour)
                                + Text(plain.headline, style="bold"))
             self.console.print(Text(f"    {finding.message}", style="dim"), soft_wrap=True)
+
+
+#: The queue consumer's steps the narrator tells (the rest of its events feed is left out).
+_CONSUMER_STEPS = frozenset({"publish", "deliver", "claim", "wait", "pause", "commit", "ack",
+                             "ack-lost", "dead-letter", "left-group", "drain"})
 
 
 def _signature(event: Event) -> tuple[object, ...]:

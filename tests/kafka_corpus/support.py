@@ -21,7 +21,7 @@ import httpx
 from harness.services._network import free_port
 from harness.services._processes import ManagedProcess
 
-__all__ = ["CONSUMERS", "FLAWS", "CorpusProcess", "Flaw", "installed"]
+__all__ = ["CONSUMERS", "FLAWS", "TARGETS", "CorpusProcess", "Flaw", "installed"]
 
 HERE = Path(__file__).resolve().parent
 SESSION_MS = "2000"  # a killed member's partitions move on within seconds
@@ -34,10 +34,13 @@ class Flaw:
     name: str
     drive: str
     properties: tuple[str, ...]
+    #: The catalog scenario that shows the flaw through the harness.
+    scenario: str = ""
 
 
-FLAWS = [Flaw(f["consumer"], f["name"], f["drive"], tuple(f["properties"]))
+FLAWS = [Flaw(f["consumer"], f["name"], f["drive"], tuple(f["properties"]), f["scenario"])
          for f in tomllib.loads((HERE / "flaws.toml").read_text())["flaw"]]
+TARGETS = HERE / "targets"
 
 #: Each consumer's store argument (SQLite file or Redis in the work directory), and whether its
 #: start script takes the work directory (the Redis ones run a Redis of their own there).
