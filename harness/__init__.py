@@ -11,14 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness._client import (
-        COPIES_MET,
-        RecordingClient,
-        Request,
-        RetryPolicy,
-        fingerprint,
-        is_final,
-    )
+    from harness._client import RecordingClient, Request, RetryPolicy, fingerprint
     from harness._deployment import Deployment, Instance
     from harness._errors import (
         HarnessError,
@@ -36,7 +29,7 @@ if TYPE_CHECKING:
     from harness._runner import RunConfig, judge, run_scenarios
     from harness._scenario import NotApplicable, Scenario, ScenarioContext
     from harness._target import KeySpec, Promises, Target
-    from harness.judging._analysis import Attempt, View
+    from harness.judging._analysis import COPIES_MET, Attempt, View, is_final
     from harness.judging._checker import (
         PROPERTIES,
         CheckOptions,
@@ -64,8 +57,8 @@ _EXPORTS: dict[str, str] = {
     "Request": "harness._client",
     "RetryPolicy": "harness._client",
     "fingerprint": "harness._client",
-    "is_final": "harness._client",
-    "COPIES_MET": "harness._client",
+    "is_final": "harness.judging._analysis",
+    "COPIES_MET": "harness.judging._analysis",
     "AfterWrite": "harness.services._commit_proxy",
     "CommitProxy": "harness.services._commit_proxy",
     "Deployment": "harness._deployment",

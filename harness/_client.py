@@ -16,7 +16,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, Protocol
@@ -27,7 +27,8 @@ import httpx
 import rfc8785
 
 from harness._history import Event, EventType, History
-from harness._target import Endpoint, ErrorPolicy, Promises, Target
+from harness._target import Endpoint, ErrorPolicy, Target, encode_key
+from harness.judging._analysis import is_final
 
 __all__ = [
     "Client",
@@ -35,9 +36,7 @@ __all__ = [
     "Request",
     "RetryPolicy",
     "body_digest",
-    "encode_key",
     "fingerprint",
-    "is_final",
 ]
 
 _MEANINGFUL_HEADERS = ("content-type", "location", "retry-after", "idempotent-replayed")
@@ -99,13 +98,6 @@ def _printable(value: str) -> bool:
                                                 for character in value)
 
 
-def encode_key(key: str, syntax: str) -> str:
-    """The key as it goes on the wire: a bare token, or an RFC 8941 sf-string."""
-    if syntax == "sf-string":
-        return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return key
-
-
 def _canonical(raw: bytes) -> bytes:
     """RFC 8785 canonical JSON of ``raw``, or ``raw`` itself when it is not JSON."""
     try:
@@ -123,37 +115,6 @@ def fingerprint(method: str, path: str, raw_body: bytes) -> str:
 def body_digest(raw: bytes) -> str:
     """Digest of a response body that ignores JSON key order and whitespace (jsonb reorders)."""
     return hashlib.sha256(_canonical(raw)).hexdigest()[:16]
-
-
-def is_final(event: Event, promises: Promises, *, errors: ErrorPolicy | None = None) -> bool:
-    """Did this attempt get an answer a client stops retrying on?
-
-    No answer, an in-progress status, 429, 503 and (unless the target stores errors) other 5xx
-    are all "try again later".  ``errors`` is the policy of the fault that failed this key's
-    handler, where it differs from ``promises.errors``.
-    """
-    status = event.status
-    if status is None:
-        return False
-    if promises.says_in_progress(status) or status in (429, 503):
-        return False
-    return not (status >= 500 and (errors or promises.errors) == "release")
-
-
-#: The precondition a scenario names when it sends copies of one request together to test
-#: the claim (``ScenarioContext.intend``): that at least two of them ran at the same time.
-COPIES_MET = "copies-met"
-
-
-def copies_met(answers: Iterable[Event], promises: Promises) -> bool:
-    """Did copies of one request run at the server at the same time, by their answers?  A
-    copy told the key is in progress met a running one; copies that charged apart (two
-    resources) ran unclaimed side by side.  One charge replayed to every other copy shows
-    nothing: each may have come after the one before had finished.  Readable only where
-    the target answers a running key with a status (``in_progress = "conflict"``)."""
-    seen = list(answers)
-    return (any(promises.says_in_progress(a.status) for a in seen)
-            or len({a.resource for a in seen if a.resource}) > 1)
 
 
 @dataclass(frozen=True, slots=True)

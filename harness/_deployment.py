@@ -25,17 +25,15 @@ from urllib.parse import urlsplit
 import httpx
 
 from harness._clock import (
+    CONFIRMING_JUMP,
     ClockAfterRestart,
     ClockKeeper,
-    HookCall,
     HookClock,
     TargetClock,
     confirm_jump,
     target_time,
 )
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
-from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
-from harness._store_size import read_store_size
 from harness._target import (
     HttpEffects,
     RecorderEffects,
@@ -43,6 +41,8 @@ from harness._target import (
     Target,
     render_template,
 )
+from harness.evidence._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
+from harness.evidence._store_size import read_store_size, run_cleanup
 from harness.services._commit_proxy import CommitProxy
 from harness.services._faketime import FaketimeClock
 from harness.services._network import free_port, require_loopback
@@ -50,12 +50,7 @@ from harness.services._processes import ManagedProcess, start_on_a_free_port
 from harness.services._recorder import Recorder
 from harness.services._toxiproxy import ToxiproxyProxy, ToxiproxyServer
 
-__all__ = ["CONFIRMING_JUMP", "Deployment", "Instance"]
-
-#: The jump that confirms a clock moved from outside, made once the target is up and before
-#: any request: long enough to tell apart from the noise of whole-second ``Date`` headers.
-CONFIRMING_JUMP = 3600.0
-
+__all__ = ["Deployment", "Instance"]
 
 @dataclass
 class Instance:
@@ -419,11 +414,3 @@ class Deployment:
 
     def cleanup(self) -> None:
         run_cleanup(self.target, self._hook)
-
-
-def run_cleanup(target: Target, call: HookCall) -> None:
-    """Ask the target to delete its expired keys now, through ``[hooks.cleanup]``."""
-    hook = target.hooks.cleanup
-    if hook is None:
-        raise UsageError(f"target {target.name} has no cleanup hook")
-    call(hook.method, hook.path, None, {})

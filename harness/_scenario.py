@@ -18,18 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness._client import RecordingClient, Request, RetryPolicy, copies_met, is_final
+from harness._client import RecordingClient, Request, RetryPolicy
 from harness._deployment import Deployment
 from harness._errors import HarnessError, UsageError
 from harness._history import NEMESIS, ORACLE, Event, History
 from harness._nemesis import Fault, Nemesis, fault_named
-from harness._oracle import (
-    answered_without_a_charge,
-    identities_sent,
-    last_counts,
-    record_effects,
-    record_total,
-)
 from harness._target import (
     LEASE_SLACK,
     REAL_LEASE_LIMIT,
@@ -38,6 +31,14 @@ from harness._target import (
     Target,
     render_template,
 )
+from harness.evidence._oracle import (
+    answered_without_a_charge,
+    identities_sent,
+    last_counts,
+    record_effects,
+    record_total,
+)
+from harness.judging._analysis import copies_met, is_final
 from harness.services._commit_proxy import AfterWrite, Watch
 
 __all__ = ["CAPABILITY_HINTS", "NotApplicable", "Pending", "Scenario", "ScenarioContext",

@@ -22,8 +22,8 @@ from typing import Any
 from harness._client import RecordingClient, Request
 from harness._deployment import Deployment
 from harness._history import Event, History
-from harness._oracle import record_effects, record_total
 from harness._target import Endpoint, keyless_counting, render_template
+from harness.evidence._oracle import record_effects, record_total
 
 __all__ = ["VOLATILE_HEADERS", "ProbeEffects", "ProbeSession"]
 

@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness._client import Request, RetryPolicy, is_final
+from harness._client import Request, RetryPolicy
 from harness._deployment import Deployment
 from harness._errors import ServiceError
 from harness._history import ORACLE, Event, History
 from harness._nemesis import fault_named
-from harness._oracle import last_counts, record_total
 from harness._scenario import ScenarioContext
 from harness._target import ErrorPolicy, keyless_counting
 from harness._variations import REUSE_LABEL
+from harness.evidence._oracle import last_counts, record_total
 from harness.explore._actions import (
     Action,
     AfterWriteFault,
@@ -58,7 +58,7 @@ from harness.explore._routes import Routes
 from harness.explore._scenario import EXPLORER
 from harness.explore._steps import StepRecord
 from harness.explore._strategies import PAST_THE_LEASE
-from harness.judging._analysis import Identity, View
+from harness.judging._analysis import Identity, View, is_final
 from harness.judging._checker import CheckOptions, CheckResult, check_history
 from harness.judging._findings import Finding
 from harness.services._commit_proxy import AfterWrite

@@ -12,11 +12,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from harness._client import COPIES_MET, copies_met, is_final
 from harness._durations import format_duration
 from harness._history import Event
 from harness._target import LEASE_SLACK, ErrorPolicy, split_route
-from harness.judging._analysis import Attempt, EffectsSeen, Identity, View, describe_identity
+from harness.judging._analysis import (
+    COPIES_MET,
+    Attempt,
+    EffectsSeen,
+    Identity,
+    View,
+    copies_met,
+    describe_identity,
+    is_final,
+)
 from harness.judging._checker import PROPERTIES, CheckOptions, Inconclusive, prop
 from harness.judging._findings import Finding, Note
 

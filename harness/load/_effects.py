@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness._deployment import Deployment
 from harness._history import History
-from harness._oracle import EffectOracle, HttpOracle, identities_sent, record_effects
 from harness._target import HttpEffects
+from harness.evidence._oracle import EffectOracle, HttpOracle, identities_sent, record_effects
 
 __all__ = ["collect_effects"]
 

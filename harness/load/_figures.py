@@ -12,9 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from harness._client import is_final
 from harness._target import Promises
-from harness.judging._analysis import Attempt, View
+from harness.judging._analysis import Attempt, View, is_final
 from harness.judging._checker import CheckResult
 from harness.load._charges import DOUBLE_SUBMIT, REUSE
 

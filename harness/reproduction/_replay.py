@@ -23,11 +23,11 @@ from typing import cast
 from harness._client import Request
 from harness._history import NEMESIS, ORACLE, Event
 from harness._nemesis import fault_named
-from harness._oracle import record_effects, record_total
 from harness._outcomes import Handler, RunResult, ScenarioOutcome
 from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario, ScenarioContext
 from harness._target import Target
+from harness.evidence._oracle import record_effects, record_total
 from harness.judging._findings import Finding
 from harness.reproduction._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
 from harness.services._commit_proxy import AfterWrite, StoreFault

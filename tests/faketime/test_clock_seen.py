@@ -18,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from harness._deployment import CONFIRMING_JUMP, Deployment
+from harness._clock import CONFIRMING_JUMP
+from harness._deployment import Deployment
 from harness._target import Target
 from harness.services._faketime import FaketimeClock
 from harness.services._toxiproxy import ToxiproxyServer

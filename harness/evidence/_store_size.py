@@ -1,6 +1,5 @@
-"""The size of a target's key table: from an HTTP route, a SQL count or a Redis command.
-
-Read the way its target file says.
+"""A target's key table: its size (from an HTTP route, a SQL count or a Redis command), and
+its cleanup (``[hooks.cleanup]``), each done the way the target file says.
 
 P11 (bounded storage) needs the number of rows, and the scenarios time a retry better when the
 target can say how many keys are in progress.  Most services whose keys live in a database or
@@ -18,11 +17,11 @@ import redis
 
 from harness._clock import HookCall
 from harness._errors import ServiceError, UsageError
-from harness._oracle import sql_count
 from harness._target import SqlEffects, StoreSizeHook, Target, render_template
+from harness.evidence._oracle import sql_count
 from harness.services._network import require_loopback
 
-__all__ = ["read_store_size"]
+__all__ = ["read_store_size", "run_cleanup"]
 
 #: Keys counted per SCAN call: the store is a test's, so a few thousand keys at most.
 _SCAN_BATCH = 1000
@@ -88,3 +87,11 @@ def _matching(client: redis.Redis, pattern: str | None) -> int:
     if pattern is None:
         return int(client.dbsize())
     return sum(1 for _ in client.scan_iter(match=pattern, count=_SCAN_BATCH))
+
+
+def run_cleanup(target: Target, call: HookCall) -> None:
+    """Ask the target to delete its expired keys now, through ``[hooks.cleanup]``."""
+    hook = target.hooks.cleanup
+    if hook is None:
+        raise UsageError(f"target {target.name} has no cleanup hook")
+    call(hook.method, hook.path, None, {})
