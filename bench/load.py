@@ -35,9 +35,9 @@ from typing import Any
 
 import psutil
 
-from harness._deployment import Deployment
 from harness._durations import parse_duration
 from harness._target import Target
+from harness.http._deployment import Deployment
 from harness.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
 from harness.load._plan import target_definition
 from harness.services._postgres import start_postgres
@@ -58,7 +58,7 @@ import json, random, sys, time
 import gevent
 from locust import FastHttpUser, constant, task
 from locust.env import Environment
-from harness._client import RecordingClient
+from harness.http._client import RecordingClient
 from harness._history import History
 from harness._target import Target
 from harness.load._charges import Customer

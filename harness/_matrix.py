@@ -2,7 +2,7 @@
 
 Each row is an ordinary run with its own report directory; the matrix only tabulates their
 verdicts.  Rows run two at a time by default and share one Toxiproxy; within a row, ``jobs``
-scenarios run at once (``harness._parallel``).  ``on_row`` hears each row as it finishes, and
+scenarios run at once (``harness.http._parallel``).  ``on_row`` hears each row as it finishes, and
 ``render_matrix_lines`` is the table for a terminal: one line per row, within 100 columns.
 
 Ctrl-C stops a matrix as it stops a run: the rows under way stop at their next step (their

@@ -23,7 +23,7 @@ from harness._matrix import (
     run_matrix,
 )
 from harness._outcomes import Handler
-from harness._parallel import default_jobs
+from harness._runner import default_jobs
 from harness.cli._common import REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import jobs_option, own_target
 from harness.consumer._matrix import consumer_rows, scenarios_for

@@ -13,8 +13,7 @@ import click
 
 from harness._errors import UsageError
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
-from harness._parallel import default_jobs
-from harness._runner import RunConfig, judge
+from harness._runner import RunConfig, default_jobs, judge
 from harness._target import Target
 from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, translate_errors
 from harness.consumer._runner import run_target
@@ -41,7 +40,7 @@ def choose_target(target_file: str | None, reference: bool, store: str | None,
 
 
 def jobs_option(command: F) -> F:
-    """``--jobs``: scenarios at once (``harness._parallel``)."""
+    """``--jobs``: scenarios at once (``harness.http._parallel``)."""
     return click.option(
         "--jobs", type=click.IntRange(1, 16), default=None, metavar="N",
         help="scenarios at once, each through proxies of its own; those that need the whole "

@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from harness._errors import UsageError
-from harness._scenario import Scenario, ScenarioContext
+from harness._scenario import Scenario
 from harness._target import Target
 from harness.consumer._context import ConsumerContext
 from harness.consumer._target import ConsumerTarget
+from harness.http._context import ScenarioContext
 
 __all__ = ["CONSUMER_CAPABILITY_HINTS", "ConsumerScenario", "consumer_scenario", "http_only"]
 

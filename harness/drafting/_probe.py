@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._client import Request
-from harness._deployment import Deployment
 from harness._errors import UsageError
 from harness._history import Event
 from harness._target import Target
@@ -30,6 +28,8 @@ from harness.drafting._probe_session import VOLATILE_HEADERS, ProbeEffects, Prob
 from harness.drafting._probe_types import Kind, Observation
 from harness.drafting._probe_types import answered_2xx as _ok
 from harness.drafting._probe_types import describe_answer as _answer
+from harness.http._client import Request
+from harness.http._deployment import Deployment
 from harness.services._paths import state_dir
 from harness.services._toxiproxy import start_toxiproxy
 

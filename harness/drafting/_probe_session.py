@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness._client import RecordingClient, Request
-from harness._deployment import Deployment
 from harness._history import Event, History
 from harness._target import Endpoint, keyless_counting, render_template
 from harness.evidence._oracle import record_effects, record_total
+from harness.http._client import RecordingClient, Request
+from harness.http._deployment import Deployment
 
 __all__ = ["VOLATILE_HEADERS", "ProbeEffects", "ProbeSession"]
 

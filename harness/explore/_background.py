@@ -17,12 +17,12 @@ import threading
 import time
 from dataclasses import dataclass
 
-from harness._client import Request
 from harness._errors import ServiceError
 from harness._history import Event
-from harness._scenario import ScenarioContext
 from harness.explore._actions import Action
 from harness.explore._steps import StepRecord
+from harness.http._client import Request
+from harness.http._context import ScenarioContext
 
 __all__ = ["RUNNING", "Background"]
 

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness._target import Target
-from harness._variations import field_changes, fields_to_vary
 from harness.explore._actions import Action
 from harness.explore._bodies import Fill
 from harness.explore._opening import Move, Opening
@@ -40,6 +39,7 @@ from harness.explore._strategies import (
     KeyChoice,
     Strategies,
 )
+from harness.http._variations import field_changes, fields_to_vary
 
 __all__ = ["WEIGHTS", "machine_for"]
 

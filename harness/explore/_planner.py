@@ -11,14 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from harness._nemesis import FAULTS
 from harness._target import Target, keyless_counting
-from harness._variations import (
-    field_changes,
-    fields_to_vary,
-    operation_change,
-    query_change,
-)
 from harness.explore._actions import (
     Action,
     AfterWriteFault,
@@ -43,6 +36,13 @@ from harness.explore._actions import (
 from harness.explore._bodies import Fill, another_body, render
 from harness.explore._keys import KeyMaker, KeyPlan
 from harness.explore._strategies import PAST_THE_LEASE, KeyChoice, past_the_retention
+from harness.http._nemesis import FAULTS
+from harness.http._variations import (
+    field_changes,
+    fields_to_vary,
+    operation_change,
+    query_change,
+)
 
 __all__ = ["RUNNING_STEPS", "Planner", "can_retry_late", "keyless_alone", "real_time_slow_ms",
            "slow_ms"]
@@ -303,7 +303,7 @@ class Planner:
                variant: tuple[int, int] | None = None) -> Action:
         """Reuse a key the target has surely seen (if the first request was lost on its way,
         the target rightly treats the "reuse" as the first request, and P4 cannot tell), with
-        one change where the target allows one (``harness._variations``): one field, the
+        one change where the target allows one (``harness.http._variations``): one field, the
         operation (the same body where the other takes the same fields), the query string
         (where the fingerprint promises to cover it); else another body altogether.  Never on
         a route or method the target did not declare: its answer would prove nothing."""

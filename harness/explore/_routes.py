@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from harness._errors import ServiceError
 from harness._history import NEMESIS
 from harness._nemesis import Fault
-from harness._scenario import ScenarioContext
+from harness.http._context import ScenarioContext
 from harness.services._toxiproxy import ToxiproxyProxy
 
 __all__ = ["Routes"]

@@ -7,7 +7,8 @@ the context a world drives needs a scenario all the same, and the report names i
 from __future__ import annotations
 
 from harness._errors import UsageError
-from harness._scenario import Scenario, ScenarioContext
+from harness._scenario import Scenario
+from harness.http._context import ScenarioContext
 from harness.judging._checker import PROPERTIES
 
 __all__ = ["EXPLORER"]

@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from harness._deployment import Deployment
 from harness._history import Event
 from harness._target import Target
 from harness.explore._actions import Action
@@ -24,6 +23,7 @@ from harness.explore._steps import StepRecord
 from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
 from harness.explore._validity import problems_with
 from harness.explore._world import World
+from harness.http._deployment import Deployment
 from harness.judging._checker import PROPERTIES
 from harness.judging._findings import Finding
 from harness.services._paths import state_dir

@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
-from harness._nemesis import FAULTS
 from harness._target import LEASE_SLACK, Target
 from harness.explore._actions import Change, Spelling
 from harness.explore._bodies import Fill, render
 from harness.explore._keys import HostileKind, hostile_kinds, odd_kinds
+from harness.http._nemesis import FAULTS
 
 __all__ = ["AGAIN", "OVERLAP_FRACTIONS", "PAST_THE_LEASE", "RECENT_FIRST",
            "WHY_JUST_WITHIN_RETENTION", "WHY_PAST_LEASE", "WHY_PAST_RETENTION", "Again",

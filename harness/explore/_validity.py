@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness._nemesis import FAULTS
 from harness._scenario import missing_capability
 from harness._target import Target
 from harness.explore._actions import (
@@ -30,6 +29,7 @@ from harness.explore._actions import (
     Reuse,
     Slow,
 )
+from harness.http._nemesis import FAULTS
 
 __all__ = ["problems_with", "toggled"]
 

@@ -19,14 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness._client import Request, RetryPolicy
-from harness._deployment import Deployment
 from harness._errors import ServiceError
 from harness._history import ORACLE, Event, History
-from harness._nemesis import fault_named
-from harness._scenario import ScenarioContext
 from harness._target import ErrorPolicy, keyless_counting
-from harness._variations import REUSE_LABEL
 from harness.evidence._oracle import last_counts, record_total
 from harness.explore._actions import (
     Action,
@@ -58,6 +53,11 @@ from harness.explore._routes import Routes
 from harness.explore._scenario import EXPLORER
 from harness.explore._steps import StepRecord
 from harness.explore._strategies import PAST_THE_LEASE
+from harness.http._client import Request, RetryPolicy
+from harness.http._context import ScenarioContext
+from harness.http._deployment import Deployment
+from harness.http._nemesis import fault_named
+from harness.http._variations import REUSE_LABEL
 from harness.judging._analysis import Identity, View, is_final
 from harness.judging._checker import CheckOptions, CheckResult, check_history
 from harness.judging._findings import Finding

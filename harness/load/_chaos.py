@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from harness._errors import HarnessError
-from harness._nemesis import Nemesis
+from harness.http._nemesis import Nemesis
 from harness.load._schedule import CRASH, Window, network_fault
 
 __all__ = ["ChaosRunner"]

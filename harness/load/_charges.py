@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness._client import RecordingClient, Request, RetryPolicy
 from harness._history import Event
 from harness._target import Target, render_template
+from harness.http._client import RecordingClient, Request, RetryPolicy
 
 __all__ = ["DOUBLE_SUBMIT", "REUSE", "Customer", "Together"]
 

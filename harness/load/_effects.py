@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from harness._deployment import Deployment
 from harness._history import History
 from harness._target import HttpEffects
 from harness.evidence._oracle import EffectOracle, HttpOracle, identities_sent, record_effects
+from harness.http._deployment import Deployment
 
 __all__ = ["collect_effects"]
 

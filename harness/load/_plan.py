@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._client import RetryPolicy
 from harness._target import Target
+from harness.http._client import RetryPolicy
 
 __all__ = [
     "CONNECT_TIMEOUT",

@@ -19,15 +19,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness._client import RetryPolicy
-from harness._deployment import Deployment
 from harness._errors import ServiceError, UsageError
 from harness._history import Event, History
 from harness._interrupts import Interrupted, interruption_handled
-from harness._nemesis import Nemesis
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._runner import DEFAULT_RETRY_HORIZON, judge
 from harness._target import Target
+from harness.http._client import RetryPolicy
+from harness.http._deployment import Deployment
+from harness.http._nemesis import Nemesis
 from harness.judging._analysis import View
 from harness.judging._checker import CheckResult
 from harness.judging._findings import merge_verdicts

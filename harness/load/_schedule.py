@@ -22,7 +22,8 @@ import random
 from dataclasses import dataclass
 
 from harness._errors import UsageError
-from harness._nemesis import Fault, fault_named
+from harness._nemesis import Fault
+from harness.http._nemesis import fault_named
 from harness.services._toxiproxy import Toxic
 
 __all__ = [

@@ -36,9 +36,9 @@ from urllib.parse import urlsplit
 import httpx
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketResponse
 
-from harness._client import RecordingClient
 from harness._history import History
 from harness._target import Target
+from harness.http._client import RecordingClient
 
 __all__ = ["KeptAliveClient", "KeptAliveHttp"]
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness._durations import format_duration
-from harness._nemesis import FAULTS
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness.consumer._reproduce import consumer_script
 from harness.consumer._target import ConsumerTarget
 from harness.diagrams._model import Diagram
 from harness.diagrams._storyboard import Storyboard, sequence_diagram
+from harness.http._nemesis import FAULTS
 from harness.judging._analysis import View, describe_identity
 from harness.judging._checker import PROPERTIES
 from harness.judging._findings import Finding, Klass, Note, klass_of

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from harness._client import Request
 from harness._history import NEMESIS, ORACLE, Event
-from harness._nemesis import fault_named
 from harness._outcomes import Handler, RunResult, ScenarioOutcome
 from harness._runner import RunConfig, run_scenarios
-from harness._scenario import Scenario, ScenarioContext
+from harness._scenario import Scenario
 from harness._target import Target
 from harness.evidence._oracle import record_effects, record_total
+from harness.http._client import Request
+from harness.http._context import ScenarioContext
+from harness.http._nemesis import fault_named
 from harness.judging._findings import Finding
 from harness.reproduction._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
 from harness.services._commit_proxy import AfterWrite, StoreFault

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from harness._client import Request
 from harness._history import History
+from harness.http._client import Request
 from harness.load._transport import KeptAliveClient, KeptAliveHttp
 from harness.targets._reference import reference_target
 

@@ -20,7 +20,6 @@ Outcomes are reported in the order of the plan, whatever order they finish in.
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 from collections.abc import Callable, Sequence
@@ -29,15 +28,15 @@ from contextlib import suppress
 from pathlib import Path
 
 from harness._clock import ClockAfterRestart
-from harness._deployment import Deployment, Instance
 from harness._errors import HarnessError, ServiceError
 from harness._interrupts import StopRequest, each_as_done
 from harness._outcomes import ScenarioOutcome
 from harness._scenario import Scenario
 from harness._target import Target
+from harness.http._deployment import Deployment, Instance
 from harness.services._toxiproxy import ToxiproxyServer
 
-__all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded", "default_jobs",
+__all__ = ["WHOLE_TARGET", "Lane", "OwnInstances", "WholeTargetNeeded",
            "needs_whole_target", "run_at_once", "whole_target_scenarios"]
 
 #: Capabilities whose use changes the target for every scenario running on it.
@@ -46,12 +45,6 @@ WHOLE_TARGET = frozenset({"clock", "crash", "restart", "store-proxy", "store-siz
 
 #: Runs one scenario on a deployment: the runner's own ``_run_one`` with the run's settings.
 RunOne = Callable[[Scenario, Deployment, random.Random], ScenarioOutcome]
-
-
-def default_jobs() -> int:
-    """Scenarios at once by default: twice the cores (a scenario mostly waits on the network
-    and on its target), at most 8."""
-    return max(1, min(8, 2 * (os.cpu_count() or 1)))
 
 
 def needs_whole_target(scenario: Scenario, target: Target) -> bool:
