@@ -38,8 +38,8 @@ import psutil
 from harness._durations import parse_duration
 from harness._target import Target
 from harness.http._deployment import Deployment
-from harness.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
-from harness.load._plan import target_definition
+from harness.http.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
+from harness.http.load._plan import target_definition
 from harness.services._postgres import start_postgres
 from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
@@ -61,7 +61,7 @@ from locust.env import Environment
 from harness.http._client import RecordingClient
 from harness._history import History
 from harness._target import Target
-from harness.load._charges import Customer
+from harness.http.load._charges import Customer
 
 config = json.loads(sys.argv[1])
 target = Target.model_validate(config["target"])

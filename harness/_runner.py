@@ -20,9 +20,10 @@ from harness._interrupts import StopRequest
 from harness._outcomes import Handler, RunResult
 from harness._scenario import Scenario
 from harness._target import Target
+from harness.http.reproduction._scripts import curl_for
 from harness.judging._checker import CheckOptions, CheckResult, PropertyResult, check_history
 from harness.judging._findings import Finding
-from harness.reproduction._scripts import curl_for, script_path
+from harness.reproduction._scripts import script_path
 from harness.services._toxiproxy import ToxiproxyServer
 
 __all__ = ["DEFAULT_RETRY_HORIZON", "RunConfig", "default_jobs", "judge", "run_scenarios"]

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from harness._history import Event
 from harness._target import ReplayMarker
 from harness.consumer._diagram import consumer_diagram
-from harness.diagrams._http import HttpBoard
 from harness.diagrams._model import Diagram
+from harness.http._diagram import HttpBoard
 from harness.judging._findings import Finding
 
 __all__ = ["Storyboard", "finding_diagram", "sequence_diagram"]

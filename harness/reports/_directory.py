@@ -13,12 +13,12 @@ from pathlib import Path
 
 from harness._errors import ReportNotWritten
 from harness._outcomes import RunEvent, RunFinished, RunResult, ScenarioFinished
+from harness.http.reproduction._reproduction import EventIndex
 from harness.reports._files import write_all
 from harness.reports._html import render_index
 from harness.reports._junit import render_junit
 from harness.reports._results import render_history, render_results
 from harness.reports._runview import reproduction_script, sharing_scripts
-from harness.reproduction._reproduction import EventIndex
 
 __all__ = ["Renderer", "ReportDirectory", "write_report"]
 

@@ -21,14 +21,14 @@ from harness.consumer._target import ConsumerTarget
 from harness.diagrams._model import Diagram
 from harness.diagrams._storyboard import Storyboard, sequence_diagram
 from harness.http._nemesis import FAULTS
+from harness.http.reproduction._reproduction import EventIndex, reproduction_for
+from harness.http.reproduction._scripts import script_for
 from harness.judging._analysis import View, describe_identity
 from harness.judging._checker import PROPERTIES
 from harness.judging._findings import Finding, Klass, Note, klass_of
 from harness.reports._explain import KLASS_MEANING, Explanation, explain, incident_of
 from harness.reports._narrow import narrowed
 from harness.reports._results import requests_sent, run_account, verdict_counts
-from harness.reproduction._reproduction import EventIndex, reproduction_for
-from harness.reproduction._scripts import script_for
 
 __all__ = ["CARDS", "DIAGRAMS_PER_KIND", "LISTED", "Cell", "FindingView", "PropertyColumn",
            "PropertySummary", "RunView", "ScenarioRow", "by_key", "counterpart",

@@ -14,7 +14,7 @@ import pytest
 
 from harness._history import History
 from harness.http._client import Request
-from harness.load._transport import KeptAliveClient, KeptAliveHttp
+from harness.http.load._transport import KeptAliveClient, KeptAliveHttp
 from harness.targets._reference import reference_target
 
 

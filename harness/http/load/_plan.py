@@ -1,7 +1,7 @@
 """The load plan: everything a Locust process needs, handed over as one JSON file.
 
 The load command and its Locust processes share no memory (Locust must be imported before
-``ssl``, so it runs in processes of its own: see ``harness.load``).  The plan is their whole
+``ssl``, so it runs in processes of its own: see ``harness.http.load``).  The plan is their whole
 contract.  The Locust side rebuilds the target from it the way ``idem-harness check`` rebuilds
 one from results.json, so both sides judge and send by the same definition.
 """

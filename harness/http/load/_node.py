@@ -28,9 +28,9 @@ from locust.event import Events
 from locust.runners import Runner
 
 from harness._history import Event, History
-from harness.load._charges import Customer
-from harness.load._plan import LoadPlan
-from harness.load._transport import KeptAliveClient
+from harness.http.load._charges import Customer
+from harness.http.load._plan import LoadPlan
+from harness.http.load._transport import KeptAliveClient
 
 __all__ = ["HISTORY_MESSAGE", "LoadNode"]
 

@@ -17,7 +17,7 @@ import tomlkit
 from tomlkit.items import InlineTable, Item, Table
 
 from harness._errors import TargetFileError
-from harness.drafting._probe_types import Observation
+from harness.http.drafting._probe_types import Observation
 from harness.targets._loader import parse_target
 
 __all__ = ["apply_observations", "declared_promises", "diff"]

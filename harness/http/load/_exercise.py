@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.http.load._schedule import Window
 from harness.judging._analysis import View
-from harness.load._schedule import Window
 
 __all__ = ["not_exercised"]
 

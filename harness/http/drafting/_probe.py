@@ -22,14 +22,14 @@ from typing import Any
 from harness._errors import UsageError
 from harness._history import Event
 from harness._target import Target
-from harness.drafting._probe_clock import restart_resets
-from harness.drafting._probe_keys import KeyRules, disagreements, probe_keys, proposed_pattern
-from harness.drafting._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
-from harness.drafting._probe_types import Kind, Observation
-from harness.drafting._probe_types import answered_2xx as _ok
-from harness.drafting._probe_types import describe_answer as _answer
 from harness.http._client import Request
 from harness.http._deployment import Deployment
+from harness.http.drafting._probe_clock import restart_resets
+from harness.http.drafting._probe_keys import KeyRules, disagreements, probe_keys, proposed_pattern
+from harness.http.drafting._probe_session import VOLATILE_HEADERS, ProbeEffects, ProbeSession
+from harness.http.drafting._probe_types import Kind, Observation
+from harness.http.drafting._probe_types import answered_2xx as _ok
+from harness.http.drafting._probe_types import describe_answer as _answer
 from harness.services._paths import state_dir
 from harness.services._toxiproxy import start_toxiproxy
 

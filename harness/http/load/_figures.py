@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness._target import Promises
+from harness.http.load._charges import DOUBLE_SUBMIT, REUSE
 from harness.judging._analysis import Attempt, View, is_final
 from harness.judging._checker import CheckResult
-from harness.load._charges import DOUBLE_SUBMIT, REUSE
 
 __all__ = ["fault_windows", "load_figures", "percentiles", "timeline"]
 

@@ -32,16 +32,16 @@ from locust.event import Events
 from locust.rpc import Message
 from locust.runners import Runner
 
-from harness.load._node import HISTORY_MESSAGE, LoadNode
-from harness.load._outputs import HistoryCollector, LocustFiles
-from harness.load._plan import (
+from harness.http.load._node import HISTORY_MESSAGE, LoadNode
+from harness.http.load._outputs import HistoryCollector, LocustFiles
+from harness.http.load._plan import (
     CONNECT_TIMEOUT,
     EXIT_INCOMPLETE,
     EXIT_NO_MASTER,
     EXIT_NO_WORKERS,
     LoadPlan,
 )
-from harness.load._users import charge_user_class
+from harness.http.load._users import charge_user_class
 
 __all__ = ["PLAN_MESSAGE", "run_stats", "run_worker"]
 

@@ -2,7 +2,7 @@
 
 The processes are ``python -c BOOTSTRAP``: the bootstrap imports ``locust`` before anything else,
 because Locust's gevent patching breaks ``ssl`` if ``ssl`` was imported first (the reason is
-spelled out in ``harness/load/_process.py``).  They talk to this process only through files in
+spelled out in ``harness/http/load/_process.py``).  They talk to this process only through files in
 the work directory (the plan in; histories, ``nodes.json`` and logs out) and a few JSON lines on
 the stats process's stdout: a master says it listens (then its workers are started), and the
 statistics process says when the load began.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness._errors import ServiceError, UsageError
-from harness.load._plan import (
+from harness.http.load._plan import (
     CONNECT_TIMEOUT,
     EXIT_INCOMPLETE,
     EXIT_NO_WORKERS,
@@ -35,7 +35,7 @@ __all__ = ["BOOTSTRAP", "LocustProcesses", "run_worker_process"]
 
 BOOTSTRAP = (
     "import locust  # first of all: gevent must patch the standard library before ssl loads\n"
-    "from harness.load._process import main\n"
+    "from harness.http.load._process import main\n"
     "raise SystemExit(main())\n"
 )
 #: Locust's import, the workers' connections and the first spawn all happen within this.

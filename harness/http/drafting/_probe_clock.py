@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from harness._history import Event
-from harness.drafting._probe_session import ProbeSession
-from harness.drafting._probe_types import Observation, answered_2xx, describe_answer
+from harness.http.drafting._probe_session import ProbeSession
+from harness.http.drafting._probe_types import Observation, answered_2xx, describe_answer
 
 __all__ = ["restart_resets"]
 

@@ -17,10 +17,10 @@ here or in ``harness.cli`` imports them.  The modules both sides use (``_plan``,
 import only the engine.
 """
 
-from harness.load._chaos import ChaosRunner
-from harness.load._report import load_summary, render_load_json, write_load_report
-from harness.load._run import LOAD_PROPERTIES, LoadConfig, LoadResult, run_load
-from harness.load._schedule import CHAOS_PROFILES, Window, chaos_schedule
+from harness.http.load._chaos import ChaosRunner
+from harness.http.load._report import load_summary, render_load_json, write_load_report
+from harness.http.load._run import LOAD_PROPERTIES, LoadConfig, LoadResult, run_load
+from harness.http.load._schedule import CHAOS_PROFILES, Window, chaos_schedule
 
 __all__ = [
     "CHAOS_PROFILES",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from harness._errors import HarnessError
 from harness.http._nemesis import Nemesis
-from harness.load._schedule import CRASH, Window, network_fault
+from harness.http.load._schedule import CRASH, Window, network_fault
 
 __all__ = ["ChaosRunner"]
 

@@ -29,8 +29,13 @@ from harness.evidence._oracle import record_effects, record_total
 from harness.http._client import Request
 from harness.http._context import ScenarioContext
 from harness.http._nemesis import fault_named
+from harness.http.reproduction._reproduction import (
+    NO_REPLAY,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Reproduction,
+)
 from harness.judging._findings import Finding
-from harness.reproduction._reproduction import NO_REPLAY, NOT_REPRODUCED, REPRODUCED, Reproduction
 from harness.services._commit_proxy import AfterWrite, StoreFault
 
 __all__ = ["Replayed", "cannot_play", "replay_reproduction", "story_scenario", "timing_notes"]

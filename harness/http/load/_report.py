@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness._errors import ReportNotWritten
-from harness.load._run import LOAD_PROPERTIES, LoadResult
+from harness.http.load._run import LOAD_PROPERTIES, LoadResult
 from harness.reports import write_atomic, write_report
 from harness.reports._runview import by_key
 

@@ -1,9 +1,9 @@
-"""The entry point of a Locust process: ``harness.load`` starts it, never a person.
+"""The entry point of a Locust process: ``harness.http.load`` starts it, never a person.
 
 Importing ``locust`` patches the standard library through gevent, and if anything imported
 ``ssl`` before that (httpx, requests and toxiproxy-python all do, and ``harness/__init__.py``
 imports them), the patched ``ssl`` ends in a ``RecursionError``.  So this module cannot be run
-with ``python -m``: that would import the ``harness`` package first.  ``harness.load._launch``
+with ``python -m``: that would import the ``harness`` package first.  ``harness.http.load._launch``
 starts ``python -c`` with a bootstrap whose first statement is ``import locust``; only then does
 it import this module and call ``main``, which refuses to go on if that order was not kept.
 """
@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.load._plan import CONNECT_TIMEOUT, LoadPlan
+from harness.http.load._plan import CONNECT_TIMEOUT, LoadPlan
 
 __all__ = ["ROLES", "main"]
 
@@ -23,7 +23,7 @@ ROLES = ("local", "master", "worker")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness.load._process", description=__doc__)
+    parser = argparse.ArgumentParser(prog="harness.http.load._process", description=__doc__)
     parser.add_argument("--role", choices=ROLES, required=True)
     parser.add_argument("--plan", type=Path, help="the load plan (JSON; local and master)")
     parser.add_argument("--master", help="HOST:PORT of the master (worker; it sends the plan)")
@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if not monkey.is_module_patched("socket"):
         print("error: a Locust process must import locust before anything else; start it "
-              "through `idem-harness load` (see harness/load/_process.py)", file=sys.stderr)
+              "through `idem-harness load` (see harness/http/load/_process.py)", file=sys.stderr)
         return 2
-    from harness.load._roles import run_stats, run_worker
+    from harness.http.load._roles import run_stats, run_worker
 
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,

@@ -3,7 +3,7 @@
 Jepsen's shape again: the Locust processes (generators and clients) and the chaos thread
 (nemesis) only act and record; once they are done the histories are merged, the oracle is asked
 about every key, and the checker judges P1, P2, P4 and P5 over the whole history.  Everything
-Locust runs lives in separate processes (see ``harness.load``); this module never imports it.
+Locust runs lives in separate processes (see ``harness.http.load``); this module never imports it.
 """
 
 from __future__ import annotations
@@ -28,18 +28,18 @@ from harness._target import Target
 from harness.http._client import RetryPolicy
 from harness.http._deployment import Deployment
 from harness.http._nemesis import Nemesis
+from harness.http.load._chaos import ChaosRunner
+from harness.http.load._cpu import CpuMeter, CpuSplit
+from harness.http.load._effects import collect_effects
+from harness.http.load._exercise import not_exercised
+from harness.http.load._figures import fault_windows, load_figures, timeline
+from harness.http.load._launch import LocustProcesses
+from harness.http.load._merge import merge_histories, read_wall_events, shift
+from harness.http.load._plan import LoadPlan, events_file, target_definition
+from harness.http.load._schedule import CHAOS_PROFILES, Window, chaos_schedule
 from harness.judging._analysis import View
 from harness.judging._checker import CheckResult
 from harness.judging._findings import merge_verdicts
-from harness.load._chaos import ChaosRunner
-from harness.load._cpu import CpuMeter, CpuSplit
-from harness.load._effects import collect_effects
-from harness.load._exercise import not_exercised
-from harness.load._figures import fault_windows, load_figures, timeline
-from harness.load._launch import LocustProcesses
-from harness.load._merge import merge_histories, read_wall_events, shift
-from harness.load._plan import LoadPlan, events_file, target_definition
-from harness.load._schedule import CHAOS_PROFILES, Window, chaos_schedule
 from harness.services._network import free_port, is_loopback, require_loopback
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 

@@ -16,7 +16,7 @@ import string
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.drafting._probe_session import ProbeSession
+from harness.http.drafting._probe_session import ProbeSession
 
 __all__ = ["LONGEST", "KeyRules", "disagreements", "probe_keys", "proposed_pattern"]
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from locust import User, constant, task
 
-from harness.load._charges import Customer
-from harness.load._node import LoadNode
+from harness.http.load._charges import Customer
+from harness.http.load._node import LoadNode
 
 __all__ = ["charge_user_class"]
 

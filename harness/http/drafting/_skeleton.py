@@ -17,8 +17,8 @@ import tomlkit
 from tomlkit.items import InlineTable, Table
 
 from harness._errors import TargetFileError
-from harness.drafting._openapi import ApiDocument, ApiOperation, EffectsEndpoint
-from harness.drafting._openapi_bodies import body_template
+from harness.http.drafting._openapi import ApiDocument, ApiOperation, EffectsEndpoint
+from harness.http.drafting._openapi_bodies import body_template
 from harness.targets._loader import parse_target
 
 __all__ = [

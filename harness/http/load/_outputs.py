@@ -21,7 +21,7 @@ from locust.html import get_html_report
 from locust.rpc import Message
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter, stats_history
 
-from harness.load._plan import NODES_FILE, events_file
+from harness.http.load._plan import NODES_FILE, events_file
 
 __all__ = ["HistoryCollector", "LocustFiles"]
 
