@@ -8,19 +8,18 @@ Jepsen's ``run-case!`` then ``analyze!``.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness._front import front_for
 from harness._history import Event
 from harness._interrupts import StopRequest
 from harness._outcomes import Handler, RunResult
 from harness._scenario import Scenario
 from harness._target import Target
-from harness.http.reproduction._scripts import curl_for
 from harness.judging._checker import CheckOptions, CheckResult, PropertyResult, check_history
 from harness.judging._findings import Finding
 from harness.reproduction._scripts import script_path
@@ -52,10 +51,9 @@ class RunConfig:
 
 
 def run_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
-    """Run every scenario of ``config`` against its target and return the judged result."""
-    http = importlib.import_module("harness.http._runner")
-    result: RunResult = http.run_http_scenarios(config, handlers)
-    return result
+    """Run every scenario of ``config`` against its target, whatever its kind, and return the
+    judged result: the target's front end deploys it and plays them (``Front.run``)."""
+    return front_for(config.target).run(config, handlers)
 
 
 def default_jobs() -> int:
@@ -77,11 +75,13 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
           scripts: tuple[Path, str] | None = None) -> CheckResult:
     """Check one history (against ``properties``, default all) and attach a reproduction to
     each finding: with ``scripts`` (the report directory and the scenario), the command that
-    runs the script of the finding's key there (the report writes it); else the ``curl`` line
-    of its last request, which only works while the target still runs."""
+    runs the script of the finding's key there (the report writes it); else its front end's line
+    that works while the target still runs (an HTTP service's: the ``curl`` of its last
+    request), if any."""
     check = check_history(events, CheckOptions.for_target(target, retry_horizon),
                           properties=properties)
     by_index = {e.index: e for e in events}
+    front = front_for(target)
     numbers: dict[tuple[object, ...], int] = {}
 
     def with_line(finding: Finding) -> Finding:
@@ -90,12 +90,8 @@ def judge(events: Sequence[Event], target: Target, retry_horizon: float, *,
             number = numbers.setdefault(_script_of(finding), len(numbers) + 1)
             script = directory / script_path(scenario, number)
             return replace(finding, reproduce=shlex.join(["bash", str(script)]))
-        invokes = [by_index[i] for i in finding.events
-                   if i in by_index and by_index[i].f == "request"
-                   and by_index[i].type == "invoke"]
-        if not invokes:
-            return finding
-        return replace(finding, reproduce=curl_for(invokes[-1], target, base_url))
+        line = front.reproduce_line(finding, by_index, target, base_url)
+        return finding if line is None else replace(finding, reproduce=line)
 
     results = {
         pid: PropertyResult(r.property, r.verdict, tuple(with_line(f) for f in r.findings),

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from harness._errors import HarnessError
+from harness._front import DEFAULT_KIND
 from harness._target import Target
 
 __all__ = ["CAPABILITY_HINTS", "NotApplicable", "Scenario", "missing_capability"]
@@ -58,6 +59,8 @@ class Scenario:
     ``run`` drives the context an HTTP service's front end makes (``ScenarioContext``); a
     queue consumer's scenario drives its own (``harness/consumer/_scenario.py``)."""
 
+    #: The kind of target it plays (``harness._front``); another kind's says why it cannot.
+    kind: ClassVar[str] = DEFAULT_KIND
     name: str
     summary: str
     story: str

@@ -213,7 +213,7 @@ def test_no_import_cycle_inside_the_engine_or_the_reference_server() -> None:
     )
 
 
-@pytest.mark.parametrize("package", ["harness", "harness.consumer", "harness.explore.consumer"])
+@pytest.mark.parametrize("package", ["harness", "harness.consumer"])
 def test_every_name_a_lazy_face_lists_resolves(package: str) -> None:
     """These faces resolve their names on first use: a stale path in one fails only there."""
     face = importlib.import_module(package)

@@ -19,11 +19,14 @@ from harness.consumer._analysis import Incident, Publish, QueueView
 from harness.consumer._preconditions import unexercised
 from harness.consumer._target import ConsumerPromises
 from harness.judging._analysis import EffectsSeen, View
-from harness.judging._checker import QUEUE_PROPERTIES, CheckOptions, Inconclusive, prop
+from harness.judging._checker import CheckOptions, Inconclusive, Registry, prop
 from harness.judging._findings import Finding, Note
 
-__all__: list[str] = []
+__all__ = ["QUEUE_PROPERTIES"]
 
+#: The same property ids as an HTTP service's, judged over a queue consumer's history: this
+#: module registers them when it is imported (the registry imports it on first use).
+QUEUE_PROPERTIES = Registry("harness.consumer._properties")
 QUEUE_PROPERTIES.summarise(queue_account)
 
 

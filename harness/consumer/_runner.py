@@ -3,8 +3,9 @@
 The broker, Toxiproxy and the consumers, then each scenario, then the same judge and the same
 run events as an HTTP run, so every report works unchanged.
 
-``harness._runner.run_scenarios`` hands a ``ConsumerTarget`` here; nothing else differs for the
-front ends (``run``, ``matrix``, the pytest plugin).
+``harness._runner.run_scenarios`` hands a ``ConsumerTarget`` here, through the consumer's front
+end (``_front.py``); nothing else differs for the faces (``run``, ``matrix``, the pytest
+plugin).
 """
 
 from __future__ import annotations
@@ -176,8 +177,6 @@ def _run_one(scenario: ConsumerScenario, deployment: ConsumerDeployment, rng: ra
 
 
 def run_target(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
-    """Run ``config``: a queue consumer here, an HTTP service by ``run_scenarios``.  Every
-    front end calls this, so each works for both kinds of target."""
-    if isinstance(config.target, ConsumerTarget):
-        return run_consumer_scenarios(config, handlers)
+    """Run ``config`` against its target, whatever its kind: the engine's ``run_scenarios``,
+    under the name callers used when only this module could run either kind."""
     return run_scenarios(config, handlers)

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness.consumer._target import ConsumerTarget
+from harness.consumer.explore._actions import CONSUMER_FAULT_NAMES, ConsumerAction
+from harness.consumer.explore._planner import ConsumerPlanner
+from harness.consumer.explore._session import ConsumerSession
 from harness.explore._opening import Move, Opening
 from harness.explore._rules import Operation, rules
 from harness.explore._strategies import RECENT_FIRST, WHY_JUST_WITHIN_RETENTION, clock_steps
-from harness.explore.consumer._actions import CONSUMER_FAULT_NAMES, ConsumerAction
-from harness.explore.consumer._planner import ConsumerPlanner
-from harness.explore.consumer._session import ConsumerSession
 
 __all__ = ["NEEDS", "WEIGHTS", "machine_for"]
 

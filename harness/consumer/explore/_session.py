@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._target import ConsumerTarget
+from harness.consumer.explore._actions import ConsumerAction
+from harness.consumer.explore._validity import problems_with
+from harness.consumer.explore._world import ConsumerWorld
 from harness.explore._story_session import StorySession
-from harness.explore.consumer._actions import ConsumerAction
-from harness.explore.consumer._validity import problems_with
-from harness.explore.consumer._world import ConsumerWorld
 
 __all__ = ["AT_THE_END", "FEWEST_STEPS", "STEP_PROPERTIES", "ConsumerSession"]
 

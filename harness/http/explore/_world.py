@@ -23,16 +23,24 @@ from harness._errors import ServiceError
 from harness._history import ORACLE, Event, History
 from harness._target import ErrorPolicy, keyless_counting
 from harness.evidence._oracle import last_counts, record_total
-from harness.explore._actions import (
+from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._failure import Failure
+from harness.explore._keys import KeyMaker, KeyPlan
+from harness.explore._scenario import EXPLORER
+from harness.explore._steps import StepRecord
+from harness.explore._strategies import PAST_THE_LEASE
+from harness.http._client import Request, RetryPolicy
+from harness.http._context import ScenarioContext
+from harness.http._deployment import Deployment
+from harness.http._nemesis import fault_named
+from harness.http._variations import REUSE_LABEL
+from harness.http.explore._actions import (
     Action,
     AfterWriteFault,
     AwaitAnswers,
     Burst,
     BurstAgain,
-    Clock,
     Crash,
-    FaultOff,
-    FaultOn,
     HandlerFault,
     HostileBody,
     Keyless,
@@ -44,20 +52,10 @@ from harness.explore._actions import (
     Wait,
     kind_of,
 )
-from harness.explore._answers import answer_text
-from harness.explore._background import RUNNING, Background
-from harness.explore._bodies import spell
-from harness.explore._failure import Failure
-from harness.explore._keys import KeyMaker, KeyPlan
-from harness.explore._routes import Routes
-from harness.explore._scenario import EXPLORER
-from harness.explore._steps import StepRecord
-from harness.explore._strategies import PAST_THE_LEASE
-from harness.http._client import Request, RetryPolicy
-from harness.http._context import ScenarioContext
-from harness.http._deployment import Deployment
-from harness.http._nemesis import fault_named
-from harness.http._variations import REUSE_LABEL
+from harness.http.explore._answers import answer_text
+from harness.http.explore._background import RUNNING, Background
+from harness.http.explore._bodies import spell
+from harness.http.explore._routes import Routes
 from harness.judging._analysis import Identity, View, is_final
 from harness.judging._checker import CheckOptions, CheckResult, check_history
 from harness.judging._findings import Finding

@@ -1,8 +1,8 @@
-"""The explorer's HTTP front end, and ``front_for``: the front end for a target's kind.
+"""The explorer's part of the HTTP front end: an ``Explorer`` (``harness._front``).
 
-An HTTP service's front end is here, a queue consumer's is ``consumer/_front.py``; both say what
-a ``Front`` (``_front_protocol.py``) says.  The consumer's is imported only when a consumer is
-explored.
+The deployment every example shares, a ``Session`` on it that measures latency and writes
+first, the state machine of requests, retries, faults, clock jumps and crashes, and requests
+counted.  ``harness/http/_front.py`` hands it to the engine's explorer.
 """
 
 from __future__ import annotations
@@ -14,24 +14,24 @@ from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 
+from harness._front import SessionOptions
 from harness._history import Event
 from harness._target import Target
-from harness.explore._actions import Burst, BurstAgain, Overlap, Slow
-from harness.explore._front_protocol import Front, SessionOptions
-from harness.explore._machine import machine_for
-from harness.explore._session import Session, deployed
-from harness.explore._story import Front as FrontName
 from harness.explore._story_session import StorySession
-from harness.explore._validity import problems_with
+from harness.http.explore._actions import Burst, BurstAgain, Overlap, Slow
+from harness.http.explore._machine import machine_for
+from harness.http.explore._session import Session, deployed
+from harness.http.explore._validity import problems_with
 from harness.services._toxiproxy import ToxiproxyServer
 
-__all__ = ["HTTP", "HttpFront", "front_for"]
+__all__ = ["HTTP", "HttpExplorer"]
 
 
-class HttpFront:
+class HttpExplorer:
     """An HTTP service behind Toxiproxy: requests, retries, faults, clock jumps, crashes."""
 
-    name: FrontName = "http"
+    name = "http"
+    machine = "IdempotencyMachine"
 
     def problems_with(self, actions: Sequence[Any], target: Target) -> list[str]:
         return problems_with(actions, target)
@@ -93,13 +93,4 @@ class HttpFront:
         return None
 
 
-HTTP = HttpFront()
-
-
-def front_for(target: Target) -> Front:
-    """The front end for ``target``: a queue consumer's, or an HTTP service's."""
-    if getattr(target, "kind", "http") == "consumer":
-        from harness.explore.consumer._front import CONSUMER
-
-        return CONSUMER
-    return HTTP
+HTTP = HttpExplorer()

@@ -5,16 +5,16 @@ Drawn by the machine, performed by the world, saved in ``story.json`` and read b
 
 Keys are ``KeyPlan``s (a fresh key has a shape, so a replay makes a fresh one); a later step
 names an earlier job by its operation (``o1``).  A clock jump and a fault switched on or healed
-are the HTTP explorer's own ``Clock``, ``FaultOn`` and ``FaultOff``, with the consumer's faults.
+are the explorer's own ``Clock``, ``FaultOn`` and ``FaultOff``, with the consumer's faults.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._actions import ActionModel, Clock, FaultOff, FaultOn
 from harness.explore._keys import KeyPlan
 
 __all__ = ["CONSUMER_FAULT_NAMES", "ConsumerAction", "Copies", "FailingJob", "Kill", "LostAck",
@@ -24,11 +24,7 @@ __all__ = ["CONSUMER_FAULT_NAMES", "ConsumerAction", "Copies", "FailingJob", "Ki
 CONSUMER_FAULT_NAMES = ("connection-cut", "connection-stall")
 
 
-class _Action(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Publish(_Action):
+class Publish(ActionModel):
     """A new job: one message with a fresh key.  ``confirm = "lost"``: the broker's confirm
     never reaches the producer (the publish is unknown: maybe queued)."""
 
@@ -42,7 +38,7 @@ class Publish(_Action):
         return f"{self.id} = state.publish({self.key.name}{lost})"
 
 
-class Copies(_Action):
+class Copies(ActionModel):
     """A new job published as several copies at once, each with a message id of its own and
     its JSON written another way (re-serialised), as a producer's retry storm sends it."""
 
@@ -55,7 +51,7 @@ class Copies(_Action):
         return f"{self.id} = state.copies({self.key.name}, copies={self.copies})"
 
 
-class Republish(_Action):
+class Republish(ActionModel):
     """An earlier job's key published again under a new message id (``copies`` at once), its
     JSON written another way: the same job, as a producer that was not sure sends it."""
 
@@ -68,7 +64,7 @@ class Republish(_Action):
         return f"state.republish({self.id}{more})"
 
 
-class Poison(_Action):
+class Poison(ActionModel):
     """A message the consumer promises to refuse (``[message] poison``)."""
 
     op: Literal["poison"] = "poison"
@@ -79,7 +75,7 @@ class Poison(_Action):
         return f"{self.id} = state.poison({self.key.name})"
 
 
-class FailingJob(_Action):
+class FailingJob(ActionModel):
     """A new job whose work fails as the declared ``[[hooks.work_failures]]`` entry
     ``failure`` makes it (before or after the work; once or on every delivery)."""
 
@@ -92,7 +88,7 @@ class FailingJob(_Action):
         return f"{self.id} = state.work_failure({self.key.name}, failure={self.failure!r})"
 
 
-class LostAck(_Action):
+class LostAck(ActionModel):
     """A new job whose consumers' acks are held while it commits; then their connections are
     cut (or they are killed and restarted): the committed job's message comes back."""
 
@@ -105,7 +101,7 @@ class LostAck(_Action):
         return f"{self.id} = state.lost_ack({self.key.name}, then={self.then!r})"
 
 
-class Kill(_Action):
+class Kill(ActionModel):
     """SIGKILL: with a key, the consumer holding a new job paused before its work, which is
     then restarted and the dead consumer's claim let run out; without one, every consumer,
     left down until a ``restart``."""
@@ -126,7 +122,7 @@ class Kill(_Action):
         return f"{self.id} = state.kill_mid_job({self.key.name})"
 
 
-class Restart(_Action):
+class Restart(ActionModel):
     """Start every consumer a kill left down."""
 
     op: Literal["restart"] = "restart"
@@ -135,7 +131,7 @@ class Restart(_Action):
         return "state.restart()"
 
 
-class StallMidJob(_Action):
+class StallMidJob(ActionModel):
     """A new job paused before its work; the consumer holding it is stalled until the broker
     drops it, and the other consumer gets the message while the first still works."""
 

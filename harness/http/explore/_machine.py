@@ -20,26 +20,28 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from harness._target import Target
-from harness.explore._actions import Action
-from harness.explore._bodies import Fill
 from harness.explore._opening import Move, Opening
-from harness.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
 from harness.explore._rules import Operation as _Operation
 from harness.explore._rules import rules
-from harness.explore._session import Session
 from harness.explore._strategies import (
-    OVERLAP_FRACTIONS,
     RECENT_FIRST,
     WHY_JUST_WITHIN_RETENTION,
     WHY_PAST_LEASE,
     WHY_PAST_RETENTION,
+)
+from harness.http._variations import field_changes, fields_to_vary
+from harness.http.explore._actions import Action
+from harness.http.explore._bodies import Fill
+from harness.http.explore._planner import Planner, can_retry_late, keyless_alone, real_time_slow_ms
+from harness.http.explore._session import Session
+from harness.http.explore._strategies import (
+    OVERLAP_FRACTIONS,
     Again,
     BadBody,
     Draft,
     KeyChoice,
     Strategies,
 )
-from harness.http._variations import field_changes, fields_to_vary
 
 __all__ = ["WEIGHTS", "machine_for"]
 

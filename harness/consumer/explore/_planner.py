@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.consumer._target import ConsumerTarget
-from harness.explore._actions import Clock, FaultOff, FaultOn
-from harness.explore._keys import KeyPlan
-from harness.explore.consumer._actions import (
+from harness.consumer.explore._actions import (
     ConsumerAction,
     Copies,
     FailingJob,
@@ -26,6 +24,8 @@ from harness.explore.consumer._actions import (
     Restart,
     StallMidJob,
 )
+from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._keys import KeyPlan
 
 __all__ = ["ConsumerPlanner"]
 

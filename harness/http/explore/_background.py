@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from harness._errors import ServiceError
 from harness._history import Event
-from harness.explore._actions import Action
 from harness.explore._steps import StepRecord
 from harness.http._client import Request
 from harness.http._context import ScenarioContext
+from harness.http.explore._actions import Action
 
 __all__ = ["RUNNING", "Background"]
 

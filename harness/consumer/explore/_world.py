@@ -29,13 +29,9 @@ from harness._history import ORACLE, Event, History
 from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT
 from harness.consumer._context import QUIET, SETTLE, ConsumerContext
 from harness.consumer._deployment import ConsumerDeployment
+from harness.consumer._properties import QUEUE_PROPERTIES
 from harness.consumer._settling import unsettled
-from harness.explore._actions import Clock, FaultOff, FaultOn
-from harness.explore._failure import Failure
-from harness.explore._keys import KeyPlan
-from harness.explore._scenario import EXPLORER
-from harness.explore._steps import StepRecord
-from harness.explore.consumer._actions import (
+from harness.consumer.explore._actions import (
     ConsumerAction,
     Copies,
     FailingJob,
@@ -48,8 +44,13 @@ from harness.explore.consumer._actions import (
     StallMidJob,
     kind_of,
 )
+from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._failure import Failure
+from harness.explore._keys import KeyPlan
+from harness.explore._scenario import EXPLORER
+from harness.explore._steps import StepRecord
 from harness.judging._analysis import Identity, View
-from harness.judging._checker import QUEUE_PROPERTIES, CheckOptions, CheckResult, check_history
+from harness.judging._checker import CheckOptions, CheckResult, check_history
 from harness.judging._findings import Finding
 
 __all__ = ["KILL_PAUSE_MS", "STEP_WAIT", "ConsumerWorld"]

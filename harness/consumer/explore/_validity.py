@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from harness._target import Target
 from harness.consumer._scenario import CONSUMER_CAPABILITY_HINTS
 from harness.consumer._target import ConsumerTarget
-from harness.explore._actions import Clock, FaultOff, FaultOn
-from harness.explore._validity import toggled
-from harness.explore.consumer._actions import (
+from harness.consumer.explore._actions import (
     CONSUMER_FAULT_NAMES,
     ConsumerAction,
     Copies,
@@ -28,6 +26,8 @@ from harness.explore.consumer._actions import (
     Restart,
     StallMidJob,
 )
+from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._validity import toggled
 
 __all__ = ["problems_with"]
 

@@ -12,16 +12,23 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from harness._target import Target, keyless_counting
-from harness.explore._actions import (
+from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._keys import KeyMaker, KeyPlan
+from harness.explore._strategies import PAST_THE_LEASE, past_the_retention
+from harness.http._nemesis import FAULTS
+from harness.http._variations import (
+    field_changes,
+    fields_to_vary,
+    operation_change,
+    query_change,
+)
+from harness.http.explore._actions import (
     Action,
     AfterWriteFault,
     Burst,
     BurstAgain,
     Change,
-    Clock,
     Crash,
-    FaultOff,
-    FaultOn,
     HandlerFault,
     HostileBody,
     Keyless,
@@ -33,16 +40,8 @@ from harness.explore._actions import (
     Spelling,
     Wait,
 )
-from harness.explore._bodies import Fill, another_body, render
-from harness.explore._keys import KeyMaker, KeyPlan
-from harness.explore._strategies import PAST_THE_LEASE, KeyChoice, past_the_retention
-from harness.http._nemesis import FAULTS
-from harness.http._variations import (
-    field_changes,
-    fields_to_vary,
-    operation_change,
-    query_change,
-)
+from harness.http.explore._bodies import Fill, another_body, render
+from harness.http.explore._strategies import KeyChoice
 
 __all__ = ["RUNNING_STEPS", "Planner", "can_retry_late", "keyless_alone", "real_time_slow_ms",
            "slow_ms"]

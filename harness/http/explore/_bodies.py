@@ -18,7 +18,7 @@ from typing import Any
 import rfc8785
 
 from harness._target import Endpoint, render_template
-from harness.explore._actions import Spelling
+from harness.http.explore._actions import Spelling
 
 __all__ = ["Fill", "another_body", "canonical", "render", "spell"]
 

@@ -1,4 +1,4 @@
-"""The explorer's front end for queue consumers (a ``Front``, ``explore/_front_protocol.py``).
+"""The explorer's part of the queue consumer's front end: an ``Explorer`` (``harness._front``).
 
 The broker, Toxiproxy and the consumers started once and shared by every example, a
 ``ConsumerSession`` on them, the consumer machine, publishes counted, and the examples' queue
@@ -13,23 +13,22 @@ from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 
+from harness._front import SessionOptions
 from harness._history import Event
 from harness._target import Target
 from harness.consumer._account import add_accounts
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._runner import broker_for
 from harness.consumer._target import ConsumerTarget
-from harness.explore._front_protocol import SessionOptions
-from harness.explore._story import Front as FrontName
+from harness.consumer.explore._actions import Copies, Republish, StallMidJob
+from harness.consumer.explore._machine import machine_for
+from harness.consumer.explore._session import ConsumerSession
+from harness.consumer.explore._validity import problems_with
 from harness.explore._story_session import StorySession
-from harness.explore.consumer._actions import Copies, Republish, StallMidJob
-from harness.explore.consumer._machine import machine_for
-from harness.explore.consumer._session import ConsumerSession
-from harness.explore.consumer._validity import problems_with
 from harness.services._paths import state_dir
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
-__all__ = ["CONSUMER", "ConsumerFront"]
+__all__ = ["CONSUMER", "ConsumerExplorer"]
 
 
 @contextmanager
@@ -43,10 +42,11 @@ def _deployed(target: ConsumerTarget, *, workdir: Path, allow_remote: bool,
         yield deployment
 
 
-class ConsumerFront:
+class ConsumerExplorer:
     """A queue consumer on a real RabbitMQ, its broker connections behind Toxiproxy."""
 
-    name: FrontName = "consumer"
+    name = "consumer"
+    machine = "ConsumerMachine"
 
     def problems_with(self, actions: Sequence[Any], target: Target) -> list[str]:
         return problems_with(actions, target)
@@ -105,4 +105,4 @@ class ConsumerFront:
                                       for key, row in summary.get("per_key", {}).items()}}
 
 
-CONSUMER = ConsumerFront()
+CONSUMER = ConsumerExplorer()

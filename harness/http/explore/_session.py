@@ -16,14 +16,15 @@ from pathlib import Path
 
 from harness._history import Event
 from harness._target import Target
-from harness.explore._actions import Action
 from harness.explore._minimise import FEWEST_STEPS
-from harness.explore._real_time import RealTimeStory, in_real_time, keys_of, without_the_jumps
+from harness.explore._real_time import RealTimeStory, keys_of
 from harness.explore._steps import StepRecord
 from harness.explore._story_session import StoryFailed, StorySession, TargetLost, emitter
-from harness.explore._validity import problems_with
-from harness.explore._world import World
 from harness.http._deployment import Deployment
+from harness.http.explore._actions import Action
+from harness.http.explore._real_time import in_real_time, without_the_jumps
+from harness.http.explore._validity import problems_with
+from harness.http.explore._world import World
 from harness.judging._checker import PROPERTIES
 from harness.judging._findings import Finding
 from harness.services._paths import state_dir
