@@ -15,10 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness._history import Event
-from harness._target import ErrorPolicy, Promises
+from harness._target import LEASE_SLACK, ErrorPolicy, Promises
 
 __all__ = ["COPIES_MET", "Attempt", "EffectsSeen", "Identity", "View", "copies_met",
-           "describe_identity", "is_final"]
+           "describe_identity", "is_final", "past_the_lease"]
 
 Identity = tuple[str | None, str | None]
 
@@ -366,3 +366,13 @@ def copies_met(answers: Iterable[Event], promises: Promises) -> bool:
     seen = list(answers)
     return (any(promises.says_in_progress(a.status) for a in seen)
             or len({a.resource for a in seen if a.resource}) > 1)
+
+
+def past_the_lease(lease: float | None, *, since: float, at: float) -> bool:
+    """Has the promised ``lease`` run out between the target times ``since`` (an incident, a
+    claim) and ``at`` (a retry, the drain)?  Past it by more than ``LEASE_SLACK``: the target's
+    lease clock and the harness's are not the same clock.  Until then a claim made at ``since``
+    may still hold its key, so a key in progress is not stuck yet; a lease never promised never
+    runs out.  The one place every judge (an HTTP service's P5 and P9, a consumer's P9 and P10)
+    asks it."""
+    return lease is not None and at > since + lease + LEASE_SLACK
