@@ -9,8 +9,8 @@ into the queue account.  The explorer's part (``explore/``) is imported when fir
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +18,10 @@ from harness._scenario import Scenario
 from harness._target import ReplayMarker, Target
 from harness.consumer._account import add_accounts
 from harness.consumer._context import ConsumerContext
-from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._diagram import consumer_diagram
 from harness.consumer._properties import QUEUE_PROPERTIES
 from harness.consumer._reproduce import consumer_script
-from harness.consumer._runner import broker_for, run_consumer_scenarios, shared_broker
+from harness.consumer._runner import deployed, run_consumer_scenarios, shared_broker
 from harness.consumer._target import ConsumerTarget, is_consumer
 
 if TYPE_CHECKING:
@@ -45,15 +44,6 @@ _P9 = (
     "had not acked come back: their redeliveries must converge to exactly one effect, and no "
     "key may stay claimed past the promised lease. Before the lease has run out a claimed key "
     "is not stuck: the verdict is unknown until the harness has waited for it.")
-
-
-@contextmanager
-def _deployed(target: ConsumerTarget, *, toxiproxy: ToxiproxyServer, workdir: Path,
-              allow_remote: bool) -> Iterator[ConsumerDeployment]:
-    with broker_for(target) as broker_url, ConsumerDeployment(
-            target, toxiproxy=toxiproxy, broker_url=broker_url, workdir=workdir,
-            allow_remote=allow_remote) as deployment:
-        yield deployment
 
 
 class ConsumerFront:
@@ -85,8 +75,7 @@ class ConsumerFront:
         """The broker (the target's own, the matrix's shared one or a throwaway node) and the
         consumers the file describes (``instances`` is the file's to say)."""
         assert isinstance(target, ConsumerTarget)
-        return _deployed(target, toxiproxy=toxiproxy, workdir=workdir,
-                         allow_remote=allow_remote)
+        return deployed(target, toxiproxy=toxiproxy, workdir=workdir, allow_remote=allow_remote)
 
     def context(self, scenario: Scenario, deployment: Any, history: History,
                 rng: random.Random) -> Any:

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
+from pathlib import Path
 
 from harness._errors import HarnessError
 from harness._history import History
@@ -41,9 +42,9 @@ from harness.consumer._target import ConsumerTarget
 from harness.judging._findings import merge_verdicts
 from harness.services._paths import state_dir
 from harness.services._rabbitmq import RabbitServer, start_rabbitmq
-from harness.services._toxiproxy import start_toxiproxy
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
-__all__ = ["broker_for", "run_consumer_scenarios", "run_target", "shared_broker"]
+__all__ = ["broker_for", "deployed", "run_consumer_scenarios", "run_target", "shared_broker"]
 
 _shared: list[RabbitServer] = []
 
@@ -71,6 +72,17 @@ def broker_for(target: ConsumerTarget) -> Iterator[str]:
     else:
         with start_rabbitmq() as server:
             yield server.url
+
+
+@contextmanager
+def deployed(target: ConsumerTarget, *, toxiproxy: ToxiproxyServer, workdir: Path,
+             allow_remote: bool) -> Iterator[ConsumerDeployment]:
+    """The consumers ``target`` describes, each behind its own proxy on ``toxiproxy``, on the
+    broker ``broker_for`` gives: what a run, an exploration and a replay deploy alike."""
+    with broker_for(target) as broker_url, ConsumerDeployment(
+            target, toxiproxy=toxiproxy, broker_url=broker_url, workdir=workdir,
+            allow_remote=allow_remote) as deployment:
+        yield deployment
 
 
 def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
@@ -103,10 +115,9 @@ def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) 
         if runnable:
             toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                                  else start_toxiproxy(log_dir=workdir))
-            with toxiproxy_context as toxiproxy, broker_for(target) as broker_url, \
-                    ConsumerDeployment(target, toxiproxy=toxiproxy, broker_url=broker_url,
-                                       workdir=workdir,
-                                       allow_remote=config.allow_remote) as deployment:
+            with toxiproxy_context as toxiproxy, deployed(
+                    target, toxiproxy=toxiproxy, workdir=workdir,
+                    allow_remote=config.allow_remote) as deployment:
                 lost = ({"clock": deployment.clock_unconfirmed} if deployment.clock is None
                         and deployment.clock_unconfirmed else {})
                 for scenario in runnable:

@@ -18,7 +18,7 @@ from harness._history import Event
 from harness._target import Target
 from harness.consumer._account import add_accounts
 from harness.consumer._deployment import ConsumerDeployment
-from harness.consumer._runner import broker_for
+from harness.consumer._runner import deployed
 from harness.consumer._target import ConsumerTarget
 from harness.consumer.explore._actions import Copies, Republish, StallMidJob
 from harness.consumer.explore._machine import machine_for
@@ -36,9 +36,8 @@ def _deployed(target: ConsumerTarget, *, workdir: Path, allow_remote: bool,
               toxiproxy: ToxiproxyServer | None) -> Iterator[ConsumerDeployment]:
     toxiproxy_context = (nullcontext(toxiproxy) if toxiproxy is not None
                          else start_toxiproxy(log_dir=workdir))
-    with toxiproxy_context as server, broker_for(target) as broker_url, ConsumerDeployment(
-            target, toxiproxy=server, broker_url=broker_url, workdir=workdir,
-            allow_remote=allow_remote) as deployment:
+    with toxiproxy_context as server, deployed(target, toxiproxy=server, workdir=workdir,
+                                               allow_remote=allow_remote) as deployment:
         yield deployment
 
 
