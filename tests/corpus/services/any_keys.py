@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from tests.corpus.services._kit import (
@@ -47,8 +48,8 @@ class Claim:
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.lock = threading.Lock()
         self.claims: dict[Row, Claim] = {}
         self.replays: dict[tuple[str | None, bytes | str, str], tuple[float, Resp]] = {}
@@ -82,7 +83,7 @@ class Service(InMemory):
     def cached(self, tenant: str, key: bytes | str, fp: str
                ) -> tuple[str | None, bytes | str, str]:
         """The replay cache's slot for an answer."""
-        return (None if self.flaw == "tenant-replay" else tenant, key, fp)
+        return (None if "tenant-replay" in self.flaws else tenant, key, fp)
 
     def charge(self, req: Req) -> Resp:
         got = read_keyed(req, syntax="any", max_length=0)
@@ -119,7 +120,7 @@ class Service(InMemory):
     def finish(self, tenant: str, key: bytes, fp: str, answer: Resp) -> None:
         """The ledger row and the stored answer, under one lock."""
         text = key.decode("utf-8", "surrogateescape")
-        row: bytes | str = text if self.flaw == "stuck-in-progress" else key
+        row: bytes | str = text if "stuck-in-progress" in self.flaws else key
         with self.lock:
             if answer.status == 201:
                 self.ledger.add({"id": answer.body["id"], "tenant": tenant, "key": text})
@@ -130,4 +131,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)
