@@ -26,12 +26,12 @@ Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus|consumer-c
 
 `--multi [SEED ...]` (issue 37) explores each corpus service and consumer started with several
 flaws at once (``tests/corpus/multiflaw.toml``, ``tests/consumer_corpus/flaws.toml``'s
-``[[combined]]``) at each SEED (default 1 and 2), once per seed, and prints per mode which
-flaws were reported (each by a kept failure of its own naming one of its properties) and which
-were missed, with the kinds of every failure kept; then every correct corpus service and
-consumer, explored at ``--seeds`` seeds as ``--correct-only --front explore`` does.  `--only`
-and `--target` pick the modes and services.  For example
-`bench/detection.py --multi 1 2 --seeds 5 --max-examples 20 --shrink-time 5`.
+``[[combined]]``) at each SEED (default 1 and 2), once per seed (at ``--max-examples``, or the
+budget the table gives the mode), and prints per mode which flaws were reported (each by a kept
+failure of its own naming one of its properties) and which were missed, with the kinds of every
+failure kept; then every correct corpus service and consumer, explored at ``--seeds`` seeds as
+``--correct-only --front explore`` does. `--only` and `--target` pick the modes and services.
+For example `bench/detection.py --multi 1 2 --seeds 5 --max-examples 20 --shrink-time 5`.
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ class Mode:
     name: str
     target: Target
     flaws: Mapping[str, tuple[str, ...]]
+    max_examples: int | None = None  # the table's budget for it, where it gives one
 
 
 def multi_modes(only: str | None, names: list[str]) -> Iterator[Mode]:
@@ -162,7 +163,8 @@ def multi_modes(only: str | None, names: list[str]) -> Iterator[Mode]:
                 continue
             flaws = {flaw: tuple(properties) for flaw, properties in mode["flaws"].items()}
             start = [arg for flaw in flaws for arg in ("--flaw", flaw)]
-            yield Mode(suite, mode[field], target.with_start_args(start), flaws)
+            yield Mode(suite, mode[field], target.with_start_args(start), flaws,
+                       mode.get("max_examples"))
 
 
 def matched(flaws: Mapping[str, Collection[str]],
@@ -207,7 +209,9 @@ def play_modes(args: argparse.Namespace, toxiproxy: ToxiproxyServer, scratch: Pa
             clock = time.monotonic()
             row = Row(mode.suite, mode.name, mode.target, "+".join(mode.flaws))
             try:
-                result: RunResult | None = _judged("explore", row, seed, args, toxiproxy,
+                budget = argparse.Namespace(**{
+                    **vars(args), "max_examples": mode.max_examples or args.max_examples})
+                result: RunResult | None = _judged("explore", row, seed, budget, toxiproxy,
                                                    scratch)
             except HarnessError as exc:
                 print(f"  {mode.name} {row.flaw}: {exc}", flush=True)

@@ -32,6 +32,9 @@ class Mode:
     target: str
     flaws: Mapping[str, tuple[str, ...]] = field(hash=False)
     ci: bool = False
+    #: The examples its exploration draws after the opening, where the test's default is
+    #: not enough for a flaw no story of the opening shows.
+    max_examples: int | None = None
 
     @property
     def name(self) -> str:
@@ -44,8 +47,8 @@ class Mode:
 
 def _modes(table: Path, section: str, field: str) -> tuple[Mode, ...]:
     data = tomllib.loads(table.read_text(encoding="utf-8"))
-    return tuple(Mode(m[field], {f: tuple(p) for f, p in m["flaws"].items()}, m.get("ci", False))
-                 for m in data[section])
+    return tuple(Mode(m[field], {f: tuple(p) for f, p in m["flaws"].items()}, m.get("ci", False),
+                      m.get("max_examples")) for m in data[section])
 
 
 def http_modes() -> tuple[Mode, ...]:

@@ -37,8 +37,9 @@ from tests.corpus.multiflaw import (
 
 MODES = http_modes()
 EXPLORATIONS = chosen(MODES)
-#: Examples each exploration draws after its opening: the handler-error, keyless and
-#: lease-passing flaws need a few drawn stories (the opening tells none of them).
+#: Examples each exploration draws after its opening, unless its mode says otherwise: the
+#: handler-error, keyless and lease-passing flaws need a few drawn stories (the opening tells
+#: none of them).
 EXAMPLES = 20
 SHRINK_SECONDS = 5.0
 PARALLEL = 4
@@ -131,7 +132,8 @@ def explorations(tmp_path_factory: pytest.TempPathFactory,
         done = run_for_at_most(
             [sys.executable, "-m", "tests.corpus.play", str(TARGETS / f"{mode.target}.toml"),
              str(reports[job]), *mode.start_args, "--seed", str(seed),
-             "--max-examples", str(EXAMPLES), "--shrink-time", str(SHRINK_SECONDS)],
+             "--max-examples", str(mode.max_examples or EXAMPLES),
+             "--shrink-time", str(SHRINK_SECONDS)],
             PLAY_SECONDS, env=env, cwd=ROOT)
         over = f"the exploration took over {PLAY_SECONDS:g} s\n" if done.timed_out else ""
         (reports[job] / "output.txt").write_text(over + done.stdout + done.stderr)
