@@ -118,14 +118,19 @@ def test_the_refusals_cover_the_services_whose_flaws_hide_each_other() -> None:
 
 
 @pytest.fixture(scope="module")
-def explorations(tmp_path_factory: pytest.TempPathFactory,
+def explorations(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                  toxiproxy_server: ToxiproxyServer) -> dict[Exploration, Path]:
-    """Each chosen mode explored at its seed, ``PARALLEL`` at once, longest first: the
-    report directory of each (holding the command's output too)."""
+    """Each chosen mode explored at its seed (those of the tests selected: ``-k totals``
+    explores one mode), ``PARALLEL`` at once, longest first: the report directory of each
+    (holding the command's output too)."""
     for mode in MODES:
         corpus_target(mode.target)  # a missing service or package fails (CI) or skips here
     env = {**os.environ, "TOXIPROXY_URL": toxiproxy_server.url}
-    reports = {job: tmp_path_factory.mktemp(f"{job[0].target}-{job[1]}") for job in EXPLORATIONS}
+    selected = {item.callspec.params["job"] for item in request.session.items
+                if isinstance(item, pytest.Function) and item.module is request.module
+                and "job" in getattr(getattr(item, "callspec", None), "params", {})}
+    reports = {job: tmp_path_factory.mktemp(f"{job[0].target}-{job[1]}")
+               for job in EXPLORATIONS if job in selected}
 
     def play(job: Exploration) -> None:
         mode, seed = job
@@ -138,7 +143,7 @@ def explorations(tmp_path_factory: pytest.TempPathFactory,
         over = f"the exploration took over {PLAY_SECONDS:g} s\n" if done.timed_out else ""
         (reports[job] / "output.txt").write_text(over + done.stdout + done.stderr)
 
-    order = sorted(EXPLORATIONS, key=lambda job: job[0].ci)  # the slow modes are not in CI
+    order = sorted(reports, key=lambda job: job[0].ci)  # the slow modes are not in CI
     with ThreadPoolExecutor(PARALLEL) as pool:
         list(pool.map(play, order))
     return reports
