@@ -21,8 +21,7 @@ Flaws: ``no-renewal`` never starts the heartbeat (a handler slower than 4 s is t
 while it runs, and both charge); ``renew-after-error`` cleans up only on success (a handler
 that raises is renewed for ever, and its key is stuck); ``renew-any-in-progress`` renews every
 row in progress, not only its own claims (a crashed claim is kept alive by the process that
-replaced the dead one).  ``renew-after-error`` and ``renew-any-in-progress`` combine;
-``no-renewal`` combines with neither (``CANNOT_COMBINE``).
+replaced the dead one).  No two of them can be switched on at once (``CANNOT_COMBINE``).
 """
 
 from __future__ import annotations
@@ -54,9 +53,13 @@ LEASE = 4.0
 RENEW_EVERY = 1.0
 FLAWS = ("no-renewal", "renew-after-error", "renew-any-in-progress")
 CANNOT_COMBINE = {
-    frozenset({"no-renewal", other}):
-        f"no-renewal never starts the heartbeat, so {other} (a lease renewed when it should "
-        "not be) can never show" for other in ("renew-after-error", "renew-any-in-progress")
+    **{frozenset({"no-renewal", other}):
+       f"no-renewal never starts the heartbeat, so {other} (a lease renewed when it should "
+       "not be) can never show" for other in ("renew-after-error", "renew-any-in-progress")},
+    frozenset({"renew-after-error", "renew-any-in-progress"}):
+        "renew-any-in-progress renews a failed handler's row too (it is still in progress), "
+        "so renew-after-error (a failed handler's key renewed for ever) can never show apart "
+        "from it",
 }
 SCHEMA = """
 create table if not exists leases (tenant text not null, key text not null, fp text not null,
