@@ -110,6 +110,10 @@ _REFERENCE_CONSUMER = click.option(
                    "derived from --seed, sharing the budget and the opening; findings merged  "
                    f"[default: as for run, twice the cores, at most 8: {default_jobs()} here; "
                    "one for a target the harness cannot start apart]")
+@click.option("--first-only", is_flag=True,
+              help="stop at the first failing story (shortened), instead of going on for "
+                   "every distinct failure within the budget: a gate that only needs to fail "
+                   "fast")
 @click.option("--quiet", is_flag=True, help="print only the summary and the story")
 @translate_errors
 def explore_command(target_file: str | None, reference: bool, store: str | None,
@@ -117,7 +121,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
                     max_examples: int | None, seed: int | None, report_dir: Path | None,
                     shrink_time: float, retry_horizon: float, fresh: bool,
                     trust_moved_clock: bool, no_opening: bool, jobs: int | None,
-                    quiet: bool) -> None:
+                    first_only: bool, quiet: bool) -> None:
     """Let Hypothesis draw stories of requests, retries and faults (or, for a queue consumer,
     publishes, copies, republishes, lost acks, kills and restarts, stalls, clock jumps and
     poison messages); print and save the shortest failing one (exit 0 nothing failed, 1 a
@@ -144,6 +148,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
         trust_moved_clock=trust_moved_clock,
         opening=not no_opening,
         jobs=jobs or default_jobs(),
+        first_only=first_only,
     )
     _, why = searches_at_once(target, config.jobs)
     if jobs is not None and why is not None:

@@ -132,6 +132,9 @@ class ExploreConfig:
     #: Searches at once, each on a target instance of its own with a seed of its own, the
     #: budget and the opening shared between them (``searches_at_once``).
     jobs: int = 1
+    #: Stop at the first failure kept (shortened), as explorations did before they reported
+    #: every distinct flaw: a gate that only needs to fail fast.
+    first_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -311,24 +314,30 @@ class _Hunter:
         found.sessions.append(session)
         found.hunters.append(self)
         front.prepare(session)
-        session.enough = lambda s: _stop_if_enough(s, config.shrink_seconds)
+        session.enough = self._enough
+        #: Undecided examples Hypothesis draws another in place of: at most half the budget,
+        #: past which the examples cannot make a pass anyway (``Decisions.doubt``).
+        session.replacements = config.max_examples // 2
         session.defer_real_time = DEFER_REAL_TIME
         self.machine = front.machine_for(session)
 
     def run(self, seed: int) -> None:
         """The opening (this search's share of it), then Hypothesis's searches until the
-        budget is spent, then the stories that waited for a telling in real time."""
+        budget is spent, then the stories that waited for a telling in real time; with
+        ``first_only``, until a failure is kept."""
         session = self.session
         if self.config.opening:
             place, searches = self.share
             for story in opening_stories(cast(Any, self.machine))[place::searches]:
+                if self._done():
+                    return
                 session.hunt()
                 if tell(cast(Any, self.machine), story) or session.best is not None:
                     self._keep_hunted()
                 self._keep_aside()
         opened = session.drawn
         search = 0
-        while session.drawn - opened < self.config.max_examples:
+        while session.drawn - opened < self.config.max_examples and not self._done():
             session.hunt()
             before = session.drawn
             session.rejecting = True
@@ -339,6 +348,8 @@ class _Hunter:
             finally:
                 session.rejecting = False
             search += 1
+            if self._done():
+                break  # another search kept the first failure
             if session.best is None and not session.tell_pending():
                 break  # the budget ran out with nothing new; what waited is told
             self._keep_hunted()
@@ -346,10 +357,24 @@ class _Hunter:
             if session.drawn == before:
                 break  # Hypothesis drew nothing more: its search space is spent
         session.hunt()
-        while session.tell_pending():
+        while not self._done() and session.tell_pending():
             self._keep_hunted()
             self._keep_aside()
             session.hunt()
+        if self._done():
+            session.leave_pending("the exploration stops at its first failure (--first-only)")
+
+    def _enough(self, session: StorySession[Any, Any]) -> None:
+        """Stop Hypothesis as an example starts once shrinking no longer pays, or once another
+        search kept the first failure of an exploration that stops there."""
+        if self._done():
+            raise EnoughShrinking
+        _stop_if_enough(session, self.config.shrink_seconds)
+
+    def _done(self) -> bool:
+        """Whether the exploration stops: it was asked to stop at its first failure, and one
+        (of any search) was kept."""
+        return self.config.first_only and bool(self.found.kept)
 
     def _keep_hunted(self) -> None:
         """Shorten the hunt's failure (Hypothesis shrank it; drop steps) and keep it."""
@@ -363,7 +388,7 @@ class _Hunter:
     def _keep_aside(self) -> None:
         """Shorten and keep each failure met while another was hunted, in its own turn."""
         session = self.session
-        while (failure := session.ledger.next_aside()) is not None:
+        while not self._done() and (failure := session.ledger.next_aside()) is not None:
             session.hunt(failure.new)
             deadline = time.monotonic() + min(self.config.shrink_seconds, SHRINK_SLACK)
             self._keep(self._shortened(failure, deadline), self._sighted(failure))

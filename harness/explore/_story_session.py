@@ -319,6 +319,8 @@ class StorySession(ABC, Generic[A, W]):
         #: Hypothesis draws these examples: one the checker could not decide is rejected, so
         #: another is drawn in its place (the explorer sets it around Hypothesis's searches).
         self.rejecting = False
+        #: How many more undecided examples may be drawn again (the explorer sets it).
+        self.replacements = 0
         self._undecided_example = False
         self.kept: list[Event] = []
         #: What the checker tallied for each settled example (a queue consumer's account).
@@ -479,7 +481,9 @@ class StorySession(ABC, Generic[A, W]):
                 lambda made: self.examples - made >= self.defer_real_time):
             raise ConfirmedLate("a story told in real time broke its property again")
         if (self.rejecting and self._undecided_example and not self._telling
+                and self.replacements > 0
                 and sys.exc_info()[1] is None):  # not while Hypothesis stops the example
+            self.replacements -= 1
             if self.phase == "drawing":
                 self.drawn -= 1  # not run: it takes no example of the budget
             reject()  # Hypothesis draws another in its place, as for a failed ``assume``

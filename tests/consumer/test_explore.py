@@ -86,7 +86,8 @@ def test_a_flaw_a_scenario_catches_is_found_shrunk_saved_and_replayed(
     report = tmp_path / "explore"
     done = explore(ExploreConfig(target=target, max_examples=12, seed=1, steps=STEPS,
                                  report_dir=report, toxiproxy=toxiproxy_server,
-                                 shrink_seconds=SHRINK_SECONDS), [ReportDirectory(report)])
+                                 shrink_seconds=SHRINK_SECONDS, first_only=True),
+                   [ReportDirectory(report)])
     story = done.story
     assert story is not None and done.story_path == report / "story.json", done.result.verdict
     assert story.front == "consumer" and story.machine == "ConsumerMachine"
@@ -119,7 +120,7 @@ def test_the_opening_finds_each_common_flaw_in_its_own_story(
         flaw: str, broker: str, toxiproxy_server: ToxiproxyServer, tmp_path: Path) -> None:
     done = explore(ExploreConfig(target=reference_consumer_target(store=None, flaw=flaw),
                                  max_examples=1, seed=1, steps=STEPS, report_dir=tmp_path,
-                                 toxiproxy=toxiproxy_server, shrink_seconds=5))
+                                 toxiproxy=toxiproxy_server, shrink_seconds=5, first_only=True))
     found = done.result.extra["explore"]
     assert isinstance(found, dict) and done.story is not None, flaw
     assert found["examples_to_failure"] <= FOUND_IN_THE_OPENING[flaw]
@@ -162,7 +163,7 @@ def test_the_commands_explore_a_consumer_file_and_replay_what_the_reference_cons
     # the opening's seven stories and one drawn
     assert "No story failed: 8 examples" in clean.stdout and "publishes" in clean.stdout
     found = harness("explore", "--reference-consumer", "--flaw", "no-dedup", "--seed", "1",
-                    "--max-examples", "10", "--shrink-time", "10s",
+                    "--max-examples", "10", "--shrink-time", "10s", "--first-only",
                     "--report-dir", str(tmp_path / "flaw"), "--quiet")
     assert found.returncode == 1, found.stdout + found.stderr
     assert "state = ConsumerMachine()" in found.stdout and "Traceback" not in found.stderr

@@ -58,3 +58,15 @@ def test_flaws_that_contradict_or_hide_each_other_are_refused_with_the_reason() 
     assert done.returncode == 2
     assert ("flaws server-generated-key and key-only cannot be combined" in done.stderr
             and "Traceback" not in done.stderr)
+
+
+def test_first_only_stops_at_the_first_failure_kept(toxiproxy_server: ToxiproxyServer,
+                                                    tmp_path: Path) -> None:
+    """A gate that only needs to fail fast: the same four flaws, one failure, and the budget
+    left undrawn."""
+    done = explore(ExploreConfig(target=reference_target(store=None, flaw=list(FOUR)),
+                                 max_examples=60, seed=1, shrink_seconds=5, first_only=True,
+                                 report_dir=tmp_path, toxiproxy=toxiproxy_server))
+    assert done.result.exit_code == 1 and len(done.stories) == 1
+    assert done.stories[0].kinds[0] in FOUR.values()
+    assert done.result.extra["explore"]["examples"] < 30  # type: ignore[index]

@@ -64,7 +64,7 @@ def test_a_flaw_is_found_shrunk_saved_and_its_story_replays(
     target = reference_target(store=None, flaw="key-only")
     done = explore(ExploreConfig(target=target, max_examples=30, seed=1,
                                  report_dir=tmp_path / "explore", toxiproxy=toxiproxy_server,
-                                 shrink_seconds=SHRINK_SECONDS),
+                                 shrink_seconds=SHRINK_SECONDS, first_only=True),
                    [ReportDirectory(tmp_path / "explore")])
     story = done.story
     assert story is not None and done.story_path == tmp_path / "explore" / "story.json"
@@ -276,7 +276,8 @@ def test_the_commands_explore_then_replay_with_exit_codes_like_run(
                               text=True, env=env, timeout=180)
 
     found = harness("explore", "--reference", "--flaw", "key-only", "--max-examples", "30",
-                    "--seed", "1", "--shrink-time", f"{SHRINK_SECONDS:g}s", "--report-dir",
+                    "--seed", "1", "--shrink-time", f"{SHRINK_SECONDS:g}s", "--first-only",
+                    "--jobs", "1", "--report-dir",
                     str(tmp_path / "explore"))
     assert found.returncode == 1, found.stderr
     assert "state = IdempotencyMachine()" in found.stdout

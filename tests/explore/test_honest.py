@@ -227,7 +227,7 @@ def test_failing_examples_are_kept_beside_the_reports_announced_and_forgotten_on
         return subprocess.run(
             [sys.executable, "-m", "harness.cli", "explore", "--reference", "--flaw",
              QUICK_FLAW, "--seed", "1", "--max-examples", "30", "--shrink-time", "3s", "--quiet",
-             "--no-opening", "--jobs", "1",
+             "--no-opening", "--jobs", "1", "--first-only",
              "--report-dir", str(tmp_path / "reports" / f"run-{next(runs)}"), *extra],
             cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
 

@@ -51,7 +51,8 @@ def test_check_judges_a_run_of_a_target_with_operations(env: dict[str, str],
 def test_replay_reads_a_story_saved_with_both_endpoint_and_operations(env: dict[str, str],
                                                                       tmp_path: Path) -> None:
     found = harness(env, "explore", "--reference", "--flaw", "no-body-hash", "--max-examples",
-                    "20", "--seed", "1", "--shrink-time", "3s", "--jobs", "1", "--report-dir",
+                    "20", "--seed", "1", "--shrink-time", "3s", "--jobs", "1", "--first-only",
+                    "--report-dir",
                     str(tmp_path / "explore"), "--quiet")
     assert found.returncode == 1, found.stderr
     path = tmp_path / "explore" / "story.json"
