@@ -25,6 +25,15 @@ Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus|consumer-c
 [--busy N]`; ``--busy N`` runs the sweep beside N busy processes per core (issue 38: verdicts on
 a loaded machine), stopped when it ends;
 `--only consumer-corpus --front explore` explores each corpus consumer.
+
+`--multi [SEED ...]` (issue 37) explores each corpus service and consumer started with several
+flaws at once (``tests/corpus/multiflaw.toml``, ``tests/consumer_corpus/flaws.toml``'s
+``[[combined]]``) at each SEED (default 1 and 2), once per seed (at ``--max-examples``, or the
+budget the table gives the mode), and prints per mode which flaws were reported (each by a kept
+failure of its own naming one of its properties) and which were missed, with the kinds of every
+failure kept; then every correct corpus service and consumer, explored at ``--seeds`` seeds as
+``--correct-only --front explore`` does. `--only` and `--target` pick the modes and services.
+For example `bench/detection.py --multi 1 2 --seeds 5 --max-examples 20 --shrink-time 5`.
 """
 
 from __future__ import annotations
@@ -40,10 +49,11 @@ import tempfile
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness._errors import HarnessError
 from harness._interrupts import Interrupted, main_until_interrupted
@@ -64,6 +74,9 @@ from scenarios import CATALOG
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus" / "targets"
 CONSUMER_CORPUS = ROOT / "tests" / "consumer_corpus"
+#: The corpus services started with several flaws at once (issue 37).
+MULTIFLAW = ROOT / "tests" / "corpus" / "multiflaw.toml"
+MULTI_SEEDS = (1, 2)
 #: The fewest seeds a correct corpus consumer runs with (issue 25: five runs each).
 CONSUMER_SEEDS = 5
 FRONTS = ("run", "explore")
@@ -127,6 +140,108 @@ def rows(only: str | None, names: list[str], dsn: str | None = None) -> Iterator
                 yield Row("corpus", target.name, target.with_start_args(["--flaw", flaw]), flaw)
     if only in (None, "consumer-corpus"):
         yield from _consumer_rows(names)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A corpus service or consumer with several flaws at once, each with the properties of
+    which one must be named by a kept failure of its own."""
+
+    suite: str
+    name: str
+    target: Target
+    flaws: Mapping[str, tuple[str, ...]]
+    max_examples: int | None = None  # the table's budget for it, where it gives one
+
+
+def multi_modes(only: str | None, names: list[str]) -> Iterator[Mode]:
+    """The multi-flaw modes of the corpus's and the consumer corpus's tables."""
+    tables = [("corpus", MULTIFLAW, "mode", "service", CORPUS),
+              ("consumers", CONSUMER_CORPUS / "flaws.toml", "combined", "consumer",
+               CONSUMER_CORPUS / "targets")]
+    for suite, table, section, field, targets in tables:
+        if only not in (None, "corpus" if suite == "corpus" else "consumer-corpus"):
+            continue
+        for mode in tomllib.loads(table.read_text(encoding="utf-8")).get(section, []):
+            target = load_target(targets / f"{mode[field]}.toml")
+            if names and target.name not in names and mode[field] not in names:
+                continue
+            flaws = {flaw: tuple(properties) for flaw, properties in mode["flaws"].items()}
+            start = [arg for flaw in flaws for arg in ("--flaw", flaw)]
+            yield Mode(suite, mode[field], target.with_start_args(start), flaws,
+                       mode.get("max_examples"))
+
+
+def matched(flaws: Mapping[str, Collection[str]],
+            failures: Sequence[Collection[str]]) -> dict[str, int]:
+    """Each flaw matched to a failure of its own (its index; a failure given as the
+    properties its story names) naming one of the flaw's properties, as many as can be (as
+    tests/corpus/multiflaw.py matches them: two flaws told as one failure are one flaw)."""
+    owner: dict[int, str] = {}
+
+    def place(flaw: str, seen: set[int]) -> bool:
+        for index, properties in enumerate(failures):
+            if index in seen or not set(flaws[flaw]) & set(properties):
+                continue
+            seen.add(index)
+            if index not in owner or place(owner[index], seen):
+                owner[index] = flaw
+                return True
+        return False
+
+    for flaw in flaws:
+        place(flaw, set())
+    return {flaw: index for index, flaw in owner.items()}
+
+
+def _failures(result: RunResult) -> list[dict[str, Any]]:
+    explored = result.extra.get("explore")
+    failures = explored.get("failures", []) if isinstance(explored, dict) else []
+    return [f for f in failures if isinstance(f, dict)]
+
+
+def play_modes(args: argparse.Namespace, toxiproxy: ToxiproxyServer, scratch: Path) -> None:
+    """Each multi-flaw mode explored once per seed: which flaws were reported, which
+    missed, and the kinds of every failure kept."""
+    seeds = args.multi or list(MULTI_SEEDS)
+    print(f"several flaws at once: one exploration per seed ({', '.join(map(str, seeds))}), "
+          f"{args.max_examples} examples\n")
+    runs = reported = 0
+    missed: list[str] = []
+    beyond: list[str] = []
+    for mode in multi_modes(args.only, args.target):
+        for seed in seeds:
+            clock = time.monotonic()
+            row = Row(mode.suite, mode.name, mode.target, "+".join(mode.flaws))
+            try:
+                budget = argparse.Namespace(**{
+                    **vars(args), "max_examples": mode.max_examples or args.max_examples})
+                result: RunResult | None = _judged("explore", row, seed, budget, toxiproxy,
+                                                   scratch)
+            except HarnessError as exc:
+                print(f"  {mode.name} {row.flaw}: {exc}", flush=True)
+                result = None
+            if result is not None and result.verdict == "incomplete":
+                raise Interrupted(signal.Signals[result.stopped_by or "SIGINT"])
+            failures = _failures(result) if result is not None else []
+            found = matched(mode.flaws, [f.get("properties", []) for f in failures])
+            lost = [flaw for flaw in mode.flaws if flaw not in found]
+            runs += 1
+            reported += not lost
+            missed += [f"{mode.name} {flaw} (seed {seed})" for flaw in lost]
+            if len(failures) > len(found):
+                beyond.append(f"{mode.name} seed {seed}: {len(failures)} failures for "
+                              f"{len(mode.flaws)} flaws")
+            shown = ", ".join(f"{flaw} ({'/'.join(mode.flaws[flaw])})" for flaw in found)
+            print(f"{mode.name[:27]:<28}seed {seed:<4} reported {shown or 'none'}; missed "
+                  f"{', '.join(lost) or 'none'}  {time.monotonic() - clock:.0f}s", flush=True)
+            for failure in failures:
+                print(f"{'':<34}kept: {', '.join(failure.get('kinds', []))} (properties "
+                      f"{', '.join(failure.get('properties', []))})", flush=True)
+    print(f"\nmodes with every flaw reported: {reported} of {runs} explorations")
+    print("  flaws missed: " + ("; ".join(missed) or "none"))
+    print("  more failures kept than flaws (a flaw told as several?): "
+          + ("; ".join(beyond) or "none") + "\n")
 
 
 def _judged(front: str, row: Row, seed: int, args: argparse.Namespace,
@@ -220,10 +335,16 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="start N busy processes per core beside the sweep (a loaded "
                              "machine, issue 38) and stop them after")
+    parser.add_argument("--multi", type=int, nargs="*", default=None, metavar="SEED",
+                        help="explore each corpus service and consumer started with several "
+                             "flaws at once at these seeds (default 1 2), then the correct "
+                             "ones at --seeds seeds")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every row's report directory under DIR (default: a "
                              "temporary directory, removed at the end)")
     args = parser.parse_args()
+    if args.multi is not None:  # then the correct modes, explored
+        args.front, args.correct_only = ["explore"], True
     fronts = tuple(args.front) or FRONTS
 
     if args.busy < 0:
@@ -233,7 +354,6 @@ def main() -> None:
             if args.busy else "")
     print(f"detection bench: seed {args.seed}, {args.seeds} seed(s) per correct mode, explore "
           f"budget {args.max_examples} examples{load}\n")
-    print(f"{'target':<28}{'mode':<22}{'seed':>11}  " + "".join(f"{f:<26}" for f in fronts))
     tally: dict[str, Counter[str]] = {front: Counter() for front in fronts}
     caught_by: dict[str, set[tuple[str, str]]] = {front: set() for front in fronts}
     started = time.monotonic()
@@ -246,8 +366,12 @@ def main() -> None:
         if args.only in (None, "consumer-corpus"):
             stack.enter_context(shared_broker())  # one RabbitMQ for every consumer run
         stack.enter_context(busy(args.busy))  # once the services are up; stopped first
+        if args.multi is not None:
+            play_modes(args, toxiproxy, scratch)
+        print(f"{'target':<28}{'mode':<22}{'seed':>11}  " + "".join(f"{f:<26}" for f in fronts))
         for row in rows(args.only, args.target, dsn):
-            if args.correct_only and row.flaw is not None:
+            if ((args.correct_only and row.flaw is not None)
+                    or (args.multi is not None and row.suite == "reference")):
                 continue
             for seed in seeds_for(row, args, draw):
                 cells = []

@@ -35,11 +35,11 @@ from typing import Any
 
 import psutil
 
-from harness._deployment import Deployment
 from harness._durations import parse_duration
 from harness._target import Target
-from harness.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
-from harness.load._plan import target_definition
+from harness.http._deployment import Deployment
+from harness.http.load import CHAOS_PROFILES, LoadConfig, LoadResult, run_load
+from harness.http.load._plan import target_definition
 from harness.services._postgres import start_postgres
 from harness.services._processes import stop_children_on_sigterm
 from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
@@ -58,10 +58,10 @@ import json, random, sys, time
 import gevent
 from locust import FastHttpUser, constant, task
 from locust.env import Environment
-from harness._client import RecordingClient
+from harness.http._client import RecordingClient
 from harness._history import History
 from harness._target import Target
-from harness.load._charges import Customer
+from harness.http.load._charges import Customer
 
 config = json.loads(sys.argv[1])
 target = Target.model_validate(config["target"])

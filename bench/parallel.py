@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 
 from harness._outcomes import RunResult
-from harness._parallel import default_jobs
-from harness._runner import RunConfig, run_scenarios
+from harness._runner import RunConfig, default_jobs, run_scenarios
 from harness.cli._run import own_target
 from harness.services._postgres import PostgresServer, start_postgres
 from harness.services._processes import stop_children_on_sigterm

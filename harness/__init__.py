@@ -11,15 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness._client import (
-        COPIES_MET,
-        RecordingClient,
-        Request,
-        RetryPolicy,
-        fingerprint,
-        is_final,
-    )
-    from harness._deployment import Deployment, Instance
     from harness._errors import (
         HarnessError,
         RemoteTargetRefused,
@@ -30,13 +21,17 @@ if TYPE_CHECKING:
         UsageError,
     )
     from harness._history import Event, History
-    from harness._nemesis import FAULTS, Fault, Nemesis, fault_named
+    from harness._nemesis import Fault
     from harness._outcomes import RunResult, ScenarioOutcome
     from harness._profiles import Profile, get_profile, in_ci
     from harness._runner import RunConfig, judge, run_scenarios
-    from harness._scenario import NotApplicable, Scenario, ScenarioContext
+    from harness._scenario import NotApplicable, Scenario
     from harness._target import KeySpec, Promises, Target
-    from harness.judging._analysis import Attempt, View
+    from harness.http._client import RecordingClient, Request, RetryPolicy, fingerprint
+    from harness.http._context import ScenarioContext
+    from harness.http._deployment import Deployment, Instance
+    from harness.http._nemesis import FAULTS, Nemesis, fault_named
+    from harness.judging._analysis import COPIES_MET, Attempt, View, is_final
     from harness.judging._checker import (
         PROPERTIES,
         CheckOptions,
@@ -60,16 +55,16 @@ _EXPORTS: dict[str, str] = {
     "PropertyResult": "harness.judging._checker",
     "check_history": "harness.judging._checker",
     "prop": "harness.judging._checker",
-    "RecordingClient": "harness._client",
-    "Request": "harness._client",
-    "RetryPolicy": "harness._client",
-    "fingerprint": "harness._client",
-    "is_final": "harness._client",
-    "COPIES_MET": "harness._client",
+    "RecordingClient": "harness.http._client",
+    "Request": "harness.http._client",
+    "RetryPolicy": "harness.http._client",
+    "fingerprint": "harness.http._client",
+    "is_final": "harness.judging._analysis",
+    "COPIES_MET": "harness.judging._analysis",
     "AfterWrite": "harness.services._commit_proxy",
     "CommitProxy": "harness.services._commit_proxy",
-    "Deployment": "harness._deployment",
-    "Instance": "harness._deployment",
+    "Deployment": "harness.http._deployment",
+    "Instance": "harness.http._deployment",
     "HarnessError": "harness._errors",
     "RemoteTargetRefused": "harness._errors",
     "ServiceError": "harness._errors",
@@ -83,10 +78,10 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "harness.judging._findings",
     "Event": "harness._history",
     "History": "harness._history",
-    "FAULTS": "harness._nemesis",
+    "FAULTS": "harness.http._nemesis",
     "Fault": "harness._nemesis",
-    "Nemesis": "harness._nemesis",
-    "fault_named": "harness._nemesis",
+    "Nemesis": "harness.http._nemesis",
+    "fault_named": "harness.http._nemesis",
     "RunResult": "harness._outcomes",
     "ScenarioOutcome": "harness._outcomes",
     "Profile": "harness._profiles",
@@ -97,7 +92,7 @@ _EXPORTS: dict[str, str] = {
     "run_scenarios": "harness._runner",
     "NotApplicable": "harness._scenario",
     "Scenario": "harness._scenario",
-    "ScenarioContext": "harness._scenario",
+    "ScenarioContext": "harness.http._context",
     "KeySpec": "harness._target",
     "Promises": "harness._target",
     "Target": "harness._target",

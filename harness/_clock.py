@@ -31,9 +31,12 @@ import httpx
 
 from harness._target import ClockHook
 
-__all__ = ["ClockAfterRestart", "ClockKeeper", "HookCall", "HookClock", "TargetClock",
-           "confirm_jump", "target_time"]
+__all__ = ["CONFIRMING_JUMP", "ClockAfterRestart", "ClockKeeper", "HookCall", "HookClock",
+           "TargetClock", "confirm_jump", "target_time"]
 
+#: The jump that confirms a clock moved from outside, made once the target is up and before
+#: any request: long enough to tell apart from the noise of whole-second ``Date`` headers.
+CONFIRMING_JUMP = 3600.0
 #: How far a confirmed jump may land from where it was aimed: the ``Date`` header has whole
 #: seconds, and the two readings are requests on a shared machine.
 JUMP_TOLERANCE = 5.0

@@ -2,7 +2,7 @@
 
 Each row is an ordinary run with its own report directory; the matrix only tabulates their
 verdicts.  Rows run two at a time by default and share one Toxiproxy; within a row, ``jobs``
-scenarios run at once (``harness._parallel``).  ``on_row`` hears each row as it finishes, and
+scenarios run at once (``harness.http._parallel``).  ``on_row`` hears each row as it finishes, and
 ``render_matrix_lines`` is the table for a terminal: one line per row, within 100 columns.
 
 Ctrl-C stops a matrix as it stops a run: the rows under way stop at their next step (their
@@ -16,18 +16,17 @@ import json
 import textwrap
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from harness._front import front_for, fronts
 from harness._interrupts import Interrupted, StopRequest, each_as_done, interruption_handled
 from harness._outcomes import Handler, RunResult
-from harness._runner import RunConfig
+from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario
 from harness._target import Target
-from harness.consumer._runner import run_target, shared_broker
-from harness.consumer._target import ConsumerTarget
 from harness.services._toxiproxy import start_toxiproxy
 
 __all__ = ["Matrix", "MatrixCell", "MatrixRow", "RowKind", "matrix_exit_code",
@@ -140,15 +139,18 @@ def run_matrix(rows: Sequence[MatrixRow], scenarios: Sequence[Scenario], report_
     ``on_row`` hears each row as soon as it is done.  Interrupted (in the main thread), it
     stops the rows and returns what they finished, with ``interrupted`` set."""
     matrix = Matrix([s.name for s in scenarios], list(rows))
-    consumers = any(isinstance(row.target, ConsumerTarget) for row in rows)
+    present = {front_for(row.target).kind for row in rows}
     stop = StopRequest()
-    with start_toxiproxy(log_dir=report_dir) as toxiproxy, \
-            (shared_broker() if consumers else nullcontext()):
+    with start_toxiproxy(log_dir=report_dir) as toxiproxy, ExitStack() as shared:
+        for front in fronts():  # what the rows of each kind share (a consumer's one broker)
+            if front.kind in present:
+                shared.enter_context(front.matrix_services())
+
         def one(row: MatrixRow) -> RunResult:
             config = RunConfig(target=row.target, scenarios=scenarios,
                                report_dir=report_dir / row.label, seed=seed, toxiproxy=toxiproxy,
                                jobs=jobs, own_target=row.own_target, stop=stop)
-            return run_target(config, (handlers_for or {}).get(row.label, []))
+            return run_scenarios(config, (handlers_for or {}).get(row.label, []))
 
         def record(future: Future[RunResult]) -> None:
             row, result = futures[future], future.result()

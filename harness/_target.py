@@ -46,6 +46,7 @@ __all__ = [
     "SqlEffects",
     "StoreProxy",
     "Target",
+    "encode_key",
     "keyless_counting",
     "placeholders",
     "render_template",
@@ -828,3 +829,10 @@ def render_template(value: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(value, list):
         return [render_template(v, values) for v in value]
     return value
+
+
+def encode_key(key: str, syntax: str) -> str:
+    """The key as it goes on the wire: a bare token, or an RFC 8941 sf-string."""
+    if syntax == "sf-string":
+        return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return key

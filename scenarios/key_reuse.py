@@ -10,7 +10,7 @@ from typing import Any
 
 from harness import Request, Scenario, ScenarioContext
 from harness._target import Endpoint
-from harness._variations import field_changes, operation_change, query_change
+from harness.http._variations import field_changes, operation_change, query_change
 
 
 def _other_body(ctx: ScenarioContext, operation: Endpoint, body: Any) -> Any:

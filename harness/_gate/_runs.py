@@ -14,9 +14,8 @@ from pathlib import Path
 from harness._errors import HarnessError
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._profiles import Profile
-from harness._runner import RunConfig
+from harness._runner import RunConfig, run_scenarios
 from harness._target import Target
-from harness.consumer._runner import run_target
 from harness.reports import ReportDirectory
 from scenarios import CATALOG
 
@@ -63,6 +62,6 @@ class TargetRun:
         config = RunConfig(target=self.target, scenarios=chosen, report_dir=self.report_dir,
                            seed=self.seed)
         try:
-            self._result = run_target(config, [ReportDirectory(self.report_dir)])
+            self._result = run_scenarios(config, [ReportDirectory(self.report_dir)])
         except HarnessError as exc:
             self._error = exc

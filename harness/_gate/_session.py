@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness._errors import HarnessError
+from harness._front import front_for
 from harness._gate._items import ScenarioItem, TargetCollector, scenario_marker
 from harness._gate._runs import TargetRun
 from harness._profiles import get_profile
@@ -45,7 +46,7 @@ def runs_for(config: pytest.Config, files: list[str]) -> list[TargetRun]:
     examples = config.getoption("idem_explore_examples")
     return [
         TargetRun(target, report_dir / target.name, profile, config.getoption("idem_seed"),
-                  0 if getattr(target, "kind", "http") == "consumer"  # the explorer speaks HTTP
+                  0 if not front_for(target).explored_by_the_gate
                   else profile.explore_max_examples if examples is None else max(examples, 0))
         for target in targets
     ]

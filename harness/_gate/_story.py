@@ -17,9 +17,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness._client import encode_key
 from harness._history import Event
-from harness._target import Target
+from harness._target import Target, encode_key
 from harness.judging._findings import Finding
 from harness.reports._hook_words import hooks_told, own_headers
 

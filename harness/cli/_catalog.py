@@ -6,9 +6,8 @@ import textwrap
 
 import click
 
+from harness._front import front_named
 from harness.cli._common import translate_errors
-from harness.consumer._scenario import ConsumerScenario
-from harness.judging._checker import PROPERTIES, QUEUE_PROPERTIES
 from harness.judging._findings import klass_of
 
 __all__ = ["explain", "list_scenarios"]
@@ -41,7 +40,7 @@ def explain(name: str) -> None:
     if scenario.needs:
         click.echo(f"\nNeeds from the target: {', '.join(sorted(scenario.needs))}")
     click.echo("\nProperties:")
-    registry = QUEUE_PROPERTIES if isinstance(scenario, ConsumerScenario) else PROPERTIES
+    registry = front_named(scenario.kind).properties()
     for property_id in scenario.properties:
         spec = registry[property_id]
         click.echo(f"  {property_id:<4} ({klass_of(property_id)}) {spec.title}")

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from harness._errors import UsageError
-from harness._parallel import default_jobs
 from harness._profiles import get_profile, in_ci
+from harness._runner import default_jobs
 from harness._target import Target
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import BROKER_OPTION, choose_target, target_options

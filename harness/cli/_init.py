@@ -19,8 +19,8 @@ from harness.cli._common import translate_errors
 from harness.reports._files import file_mode, write_atomic
 
 if TYPE_CHECKING:  # imported when the command runs: the OpenAPI libraries take half a second
-    from harness.drafting._openapi import ApiDocument, ApiOperation
-    from harness.drafting._skeleton import Draft
+    from harness.http.drafting._openapi import ApiDocument, ApiOperation
+    from harness.http.drafting._skeleton import Draft
 
 __all__ = ["init"]
 
@@ -135,8 +135,8 @@ def init(openapi_source: str | None, base_url: str | None, operations: tuple[str
          ready_path: str | None, name: str | None, output: str, force: bool,
          allow_remote: bool) -> None:
     """Draft a commented target file; then `probe --write` and `run`."""
-    from harness.drafting._openapi import read_openapi
-    from harness.drafting._skeleton import draft_for_path, draft_from_openapi, render_draft
+    from harness.http.drafting._openapi import read_openapi
+    from harness.http.drafting._skeleton import draft_for_path, draft_from_openapi, render_draft
 
     if openapi_source is not None and (url or path):
         raise UsageError("--url and --path draft without a document; with --openapi give "

@@ -18,9 +18,9 @@ from rich.console import Console
 from harness._errors import UsageError
 from harness.cli._common import DURATION, REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import choose_target, target_options
-from harness.load import CHAOS_PROFILES, LoadConfig, load_summary, run_load, write_load_report
-from harness.load._launch import run_worker_process
-from harness.load._plan import CONNECT_TIMEOUT
+from harness.http.load import CHAOS_PROFILES, LoadConfig, load_summary, run_load, write_load_report
+from harness.http.load._launch import run_worker_process
+from harness.http.load._plan import CONNECT_TIMEOUT
 from harness.services._postgres import start_postgres
 from harness.targets._reference import reference_target
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from harness._errors import UsageError
+from harness._front import front_for, front_named
 from harness._matrix import (
     MatrixRow,
     RowKind,
@@ -23,11 +24,10 @@ from harness._matrix import (
     run_matrix,
 )
 from harness._outcomes import Handler
-from harness._parallel import default_jobs
+from harness._runner import default_jobs
 from harness.cli._common import REPORT_DIR, default_report_dir, translate_errors
 from harness.cli._run import jobs_option, own_target
-from harness.consumer._matrix import consumer_rows, scenarios_for
-from harness.consumer._target import ConsumerTarget
+from harness.consumer._matrix import consumer_rows
 from harness.reports import ReportDirectory, render_directory_html, write_atomic
 from harness.services._postgres import PostgresServer, start_postgres
 from harness.targets._loader import load_target
@@ -99,12 +99,11 @@ def matrix(flaws: tuple[str, ...], no_flaws: bool, target_files: tuple[str, ...]
                 flaw = get_flaw(name)
                 rows.append(reference(f"flaw {flaw.name}", "flaw", flaw.name, flaw.properties))
         rows += [MatrixRow(target.name, target, "target") for target in targets]
-        kinds = {"http": any(not isinstance(r.target, ConsumerTarget) for r in rows),
-                 "consumers": any(isinstance(r.target, ConsumerTarget) for r in rows)}
+        present = {front_for(r.target).kind for r in rows}
         if scenario_names:  # a column no row can play would only say n/a
-            unfit_for_every(chosen, **kinds)
+            unfit_for_every(chosen, http="http" in present, consumers="consumer" in present)
         else:  # the columns some row can play
-            chosen = scenarios_for(chosen, **kinds)
+            chosen = [s for s in chosen if any(front_named(k).fits(s) for k in present)]
         reports: dict[str, list[Handler]] = {
             row.label: [ReportDirectory(report_dir / row.label)] for row in rows}
         click.echo(f"matrix: {len(rows)} rows x {len(chosen)} scenarios, {rows_at_once} rows "

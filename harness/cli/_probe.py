@@ -17,7 +17,7 @@ from harness.reports._files import write_atomic
 from harness.targets._loader import load_target
 
 if TYPE_CHECKING:
-    from harness.drafting._probe import ProbeReport
+    from harness.http.drafting._probe import ProbeReport
 
 __all__ = ["probe"]
 
@@ -67,8 +67,8 @@ def probe(target_file: str, write: bool, allow_remote: bool, seed: int | None) -
     usage error).  Bugs are printed and written as comments, never as promises; what
     contradicts a promise the file makes (not a FILL IN) is reported as a likely bug and never
     written over it."""
-    from harness.drafting._probe import probe_target
-    from harness.drafting._probe_edit import apply_observations, declared_promises, diff
+    from harness.http.drafting._probe import probe_target
+    from harness.http.drafting._probe_edit import apply_observations, declared_promises, diff
 
     path = Path(target_file)
     if not path.is_file():

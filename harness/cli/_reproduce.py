@@ -20,9 +20,9 @@ from harness._errors import UsageError
 from harness._outcomes import Handler, RunEvent, RunFinished
 from harness._target import RecorderEffects, Target
 from harness.cli._common import REPORT_DIR, translate_errors
+from harness.http.reproduction._replay import cannot_play, replay_reproduction, timing_notes
+from harness.http.reproduction._reproduction import NO_REPLAY, Reproduction
 from harness.reports import ReportDirectory, summary_table
-from harness.reproduction._replay import cannot_play, replay_reproduction, timing_notes
-from harness.reproduction._reproduction import NO_REPLAY, Reproduction
 from harness.services._postgres import start_postgres
 from harness.targets._loader import saved_target
 from harness.targets._reference import reference_target

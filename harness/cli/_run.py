@@ -13,11 +13,9 @@ import click
 
 from harness._errors import UsageError
 from harness._outcomes import RunFinished, RunResult, ScenarioOutcome
-from harness._parallel import default_jobs
-from harness._runner import RunConfig, judge
+from harness._runner import RunConfig, default_jobs, judge, run_scenarios
 from harness._target import Target
 from harness.cli._common import DURATION, REPORT_DIR, F, default_report_dir, translate_errors
-from harness.consumer._runner import run_target
 from harness.judging._checker import CheckResult
 from harness.judging._findings import Finding, merge_verdicts
 from harness.reports import ConsoleReport, ReportDirectory, load_run
@@ -47,7 +45,7 @@ def choose_target(target_file: str | None, reference: bool, store: str | None,
 
 
 def jobs_option(command: F) -> F:
-    """``--jobs``: scenarios at once (``harness._parallel``)."""
+    """``--jobs``: scenarios at once (``harness.http._parallel``)."""
     return click.option(
         "--jobs", type=click.IntRange(1, 16), default=None, metavar="N",
         help="scenarios at once, each through proxies of its own; those that need the whole "
@@ -163,7 +161,7 @@ def run(target_file: str | None, reference: bool, store: str | None, flaw: tuple
                            jobs=jobs or default_jobs(),
                            own_target=own_target(target, reference=reference, store=store,
                                                  flaw=flaw, postgres=server))
-        result = run_target(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
+        result = run_scenarios(config, [ReportDirectory(report_dir), ConsoleReport(quiet=quiet)])
     sys.exit(result.exit_code)
 
 

@@ -2,20 +2,23 @@
 
 The one place of the consumer front end that names the brokers: everything else talks to the
 port (``_broker.Broker``).  A run's broker is, in order: the one its target file names
-(``[broker] url`` or ``bootstrap``); one shared by every run inside a block (``shared_broker``
-for the matrix's rows and the benches, ``sharing`` for a test session's own); or a throwaway one
-started for the run and stopped after it (RabbitMQ: a node from Debian's package; Kafka: a
-KRaft broker from the jars ``make setup`` fetched, with a proxied link per consumer process).
-An address in the environment (``IDEM_AMQP_URL``, ``IDEM_KAFKA_BOOTSTRAP``) stands in for the
-throwaway one, as for every service (harness/services/).
+(``[broker] url`` or ``bootstrap``); one shared by every run inside a block (``sharing`` for a
+test session's own broker; ``shared_broker`` for the matrix's rows, a demo's two runs and the
+benches, which starts each kind of broker the first time a run inside the block needs it and
+stops it at the block's end); or a throwaway one started for the run and stopped after it
+(RabbitMQ: a node from Debian's package; Kafka: a KRaft broker from the jars ``make setup``
+fetched, with a proxied link per consumer process).  An address in the environment
+(``IDEM_AMQP_URL``, ``IDEM_KAFKA_BOOTSTRAP``) stands in for the throwaway one, as for every
+service (harness/services/).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 
 from harness.consumer._broker import Broker
 from harness.consumer._target import ConsumerTarget
@@ -28,28 +31,70 @@ __all__ = ["BrokerService", "broker_for", "open_broker", "shared_broker", "shari
 #: What a run's broker is reached by: RabbitMQ's URL, or a Kafka server (its links with it).
 BrokerService = str | KafkaServer
 
-#: Brokers shared by the runs inside a block, the innermost last, by kind.
-_shared: dict[str, list[Any]] = {"rabbitmq": [], "kafka": []}
+
+@dataclass
+class _Block:
+    """Brokers shared by the runs inside one block: given (``sharing``), or started on first
+    need (``shared_broker``) and kept, by kind (a Kafka broker also by the Toxiproxy its links'
+    proxies live on)."""
+
+    starts: bool
+    services: dict[object, BrokerService] = field(default_factory=dict)
+    stack: ExitStack = field(default_factory=ExitStack)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+#: The blocks open now, the innermost last.
+_blocks: list[_Block] = []
 
 
 @contextmanager
 def sharing(server: RabbitServer | KafkaServer) -> Iterator[None]:
-    """Every consumer run inside the block whose file names no broker of its own uses
-    ``server`` (a test session's broker), instead of starting one."""
-    kind = "kafka" if isinstance(server, KafkaServer) else "rabbitmq"
-    _shared[kind].append(server)
+    """Every consumer run inside the block whose file names no broker of its own, and whose
+    broker is of ``server``'s kind, uses ``server`` (a test session's broker), instead of
+    starting one."""
+    block = _Block(starts=False)
+    if isinstance(server, KafkaServer):
+        block.services["kafka"] = server
+    else:
+        block.services["rabbitmq"] = server.url
+    _blocks.append(block)
     try:
         yield
     finally:
-        _shared[kind].remove(server)
+        _blocks.remove(block)
 
 
 @contextmanager
-def shared_broker() -> Iterator[RabbitServer]:
-    """One RabbitMQ for every consumer run inside the block (the matrix's rows), instead of a
-    node each: a node takes seconds to boot."""
-    with start_rabbitmq() as server, sharing(server):
-        yield server
+def shared_broker() -> Iterator[None]:
+    """One broker of each kind for every consumer run inside the block (the matrix's rows, a
+    demo's two runs, a bench's), instead of one each: a broker takes seconds to start.  Each is
+    started the first time a run inside the block needs it, and stopped when the block ends."""
+    block = _Block(starts=True)
+    _blocks.append(block)
+    try:
+        with block.stack:
+            yield
+    finally:
+        _blocks.remove(block)
+
+
+def _shared(kind: str, toxiproxy: ToxiproxyServer | None) -> BrokerService | None:
+    """The innermost block's broker of ``kind``: given, kept, or started now for the block."""
+    for block in reversed(_blocks):
+        if kind in block.services:
+            return block.services[kind]
+        if not block.starts:
+            continue
+        slot = (kind, id(toxiproxy)) if kind == "kafka" else kind
+        with block.lock:
+            if slot not in block.services:
+                block.services[slot] = (
+                    block.stack.enter_context(start_kafka(
+                        toxiproxy=toxiproxy.client if toxiproxy is not None else None))
+                    if kind == "kafka" else block.stack.enter_context(start_rabbitmq()).url)
+            return block.services[slot]
+    return None
 
 
 @contextmanager
@@ -63,19 +108,24 @@ def broker_for(target: ConsumerTarget, *,
             yield KafkaServer(broker.bootstrap, origin=f"{target.source or target.name} "
                               "[broker] bootstrap",
                               links=links_from_environment(os.environ.get(ENV_LINKS, "")))
-        elif _shared["kafka"]:
-            yield _shared["kafka"][-1]
-        else:
-            with start_kafka(toxiproxy=toxiproxy.client if toxiproxy is not None
-                             else None) as server:
-                yield server
-    elif broker.url is not None:
+            return
+        shared = _shared("kafka", toxiproxy)
+        if shared is not None:
+            yield shared
+            return
+        with start_kafka(toxiproxy=toxiproxy.client if toxiproxy is not None
+                         else None) as server:
+            yield server
+        return
+    if broker.url is not None:
         yield broker.url
-    elif _shared["rabbitmq"]:
-        yield _shared["rabbitmq"][-1].url
-    else:
-        with start_rabbitmq() as server:
-            yield server.url
+        return
+    shared = _shared("rabbitmq", toxiproxy)
+    if shared is not None:
+        yield shared
+        return
+    with start_rabbitmq() as rabbit:
+        yield rabbit.url
 
 
 def open_broker(target: ConsumerTarget, service: BrokerService, *, toxiproxy: ToxiproxyServer,

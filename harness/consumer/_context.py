@@ -24,13 +24,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from harness._history import NEMESIS, ORACLE, Event, History
-from harness._oracle import record_effects
 from harness._target import LEASE_SLACK, REAL_LEASE_LIMIT, render_template
 from harness.consumer._broker import Published, Publisher, Received
 from harness.consumer._deployment import ConsumerDeployment
 from harness.consumer._events import EventFeed
 from harness.consumer._messages import ENCODINGS, Hook, MessageParts, compose, header_text
 from harness.consumer._nemesis import ConsumerNemesis
+from harness.evidence._oracle import record_effects
 
 __all__ = ["COPIES_PAUSE_LATENCIES", "COPIES_PAUSE_MS", "PRODUCER", "QUIET", "SETTLE",
            "ConsumerContext", "until_still"]

@@ -24,15 +24,14 @@ from typing import Any
 
 import httpx
 
-from harness._clock import HookClock, TargetClock, confirm_jump, target_time
-from harness._deployment import CONFIRMING_JUMP, run_cleanup
+from harness._clock import CONFIRMING_JUMP, HookClock, TargetClock, confirm_jump, target_time
 from harness._errors import ServiceError, ServiceUnavailable, UsageError
-from harness._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
-from harness._store_size import read_store_size
 from harness._target import HttpEffects, RecorderEffects, SqlEffects, render_template
 from harness.consumer._broker import BrokerLink, QueueState
 from harness.consumer._brokers import BrokerService, open_broker
 from harness.consumer._target import ConsumerTarget
+from harness.evidence._oracle import EffectOracle, HttpOracle, RecorderOracle, SqlOracle
+from harness.evidence._store_size import read_store_size, run_cleanup
 from harness.services._faketime import FaketimeClock
 from harness.services._network import free_port
 from harness.services._processes import ManagedProcess

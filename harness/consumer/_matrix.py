@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from harness._matrix import MatrixRow
-from harness._scenario import Scenario
 from harness.consumer._reference import reference_consumer_target
-from harness.consumer._scenario import ConsumerScenario
 from harness.services._postgres import PostgresServer
 
-__all__ = ["consumer_rows", "scenarios_for"]
+__all__ = ["consumer_rows"]
 
 
 def consumer_rows(*, flaws: bool, postgres: PostgresServer | None) -> list[MatrixRow]:
@@ -28,10 +24,3 @@ def consumer_rows(*, flaws: bool, postgres: PostgresServer | None) -> list[Matri
                            flaw.properties)
                  for flaw in CONSUMER_FLAWS.values()]
     return rows
-
-
-def scenarios_for(scenarios: Sequence[Scenario], *, http: bool,
-                  consumers: bool) -> list[Scenario]:
-    """The columns for the kinds of rows present: a column no row can play is only n/a."""
-    return [s for s in scenarios
-            if (consumers if isinstance(s, ConsumerScenario) else http)]

@@ -13,17 +13,19 @@ from collections.abc import Iterator
 
 from harness._durations import format_duration
 from harness._history import Event
-from harness._target import LEASE_SLACK
 from harness.consumer._account import queue_account, windows
 from harness.consumer._analysis import Incident, Publish, QueueView
 from harness.consumer._preconditions import unexercised
 from harness.consumer._target import ConsumerPromises
-from harness.judging._analysis import EffectsSeen, View
-from harness.judging._checker import QUEUE_PROPERTIES, CheckOptions, Inconclusive, prop
+from harness.judging._analysis import EffectsSeen, View, past_the_lease
+from harness.judging._checker import CheckOptions, Inconclusive, Registry, prop
 from harness.judging._findings import Finding, Note
 
-__all__: list[str] = []
+__all__ = ["QUEUE_PROPERTIES"]
 
+#: The same property ids as an HTTP service's, judged over a queue consumer's history: this
+#: module registers them when it is imported (the registry imports it on first use).
+QUEUE_PROPERTIES = Registry("harness.consumer._properties")
 QUEUE_PROPERTIES.summarise(queue_account)
 
 
@@ -219,7 +221,8 @@ def _converged(queue: QueueView, incident: Incident, key: str, promises: Consume
     if left or drain is None or (drain.type != "ok" and not effects.count):
         waited = (view.target_time(drain) - view.target_time(incident.end)) if drain else 0.0
         lease = promises.lease
-        if drain is not None and lease is not None and waited > lease + LEASE_SLACK:
+        if drain is not None and lease is not None and past_the_lease(
+                lease, since=view.target_time(incident.end), at=view.target_time(drain)):
             yield Finding("P9", key,
                           f"key {key} was still not done {format_duration(waited)} after "
                           f"{incident.what}, past the promised lease of "
@@ -304,10 +307,10 @@ def _claim_may_hold(queue: QueueView, published: Event,
     for incident in queue.incidents():
         if incident.start.time < published.time:
             continue
-        since = view.target_time(drain) - view.target_time(incident.start)
-        if since <= lease + LEASE_SLACK:
-            return (f"{format_duration(since)} after {incident.what}, within the promised lease "
-                    f"of {format_duration(lease)}")
+        began, drained = view.target_time(incident.start), view.target_time(drain)
+        if not past_the_lease(lease, since=began, at=drained):
+            return (f"{format_duration(drained - began)} after {incident.what}, within the "
+                    f"promised lease of {format_duration(lease)}")
     return None
 
 

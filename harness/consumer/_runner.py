@@ -3,8 +3,9 @@
 The broker, Toxiproxy and the consumers, then each scenario, then the same judge and the same
 run events as an HTTP run, so every report works unchanged.
 
-``harness._runner.run_scenarios`` hands a ``ConsumerTarget`` here; nothing else differs for the
-front ends (``run``, ``matrix``, the pytest plugin).
+``harness._runner.run_scenarios`` hands a ``ConsumerTarget`` here, through the consumer's front
+end (``_front.py``); nothing else differs for the faces (``run``, ``matrix``, the pytest
+plugin).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import random
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
+from pathlib import Path
 
 from harness._errors import HarnessError
 from harness._history import History
@@ -40,9 +42,20 @@ from harness.consumer._scenario import ConsumerScenario, http_only
 from harness.consumer._target import ConsumerTarget
 from harness.judging._findings import merge_verdicts
 from harness.services._paths import state_dir
-from harness.services._toxiproxy import start_toxiproxy
+from harness.services._toxiproxy import ToxiproxyServer, start_toxiproxy
 
-__all__ = ["broker_for", "run_consumer_scenarios", "run_target", "shared_broker"]
+__all__ = ["broker_for", "deployed", "run_consumer_scenarios", "run_target", "shared_broker"]
+
+
+@contextmanager
+def deployed(target: ConsumerTarget, *, toxiproxy: ToxiproxyServer, workdir: Path,
+             allow_remote: bool) -> Iterator[ConsumerDeployment]:
+    """The consumers ``target`` describes, each behind its own proxy on ``toxiproxy``, on the
+    broker ``broker_for`` gives: what a run, an exploration and a replay deploy alike."""
+    with broker_for(target, toxiproxy=toxiproxy) as broker, ConsumerDeployment(
+            target, toxiproxy=toxiproxy, broker=broker, workdir=workdir,
+            allow_remote=allow_remote) as deployment:
+        yield deployment
 
 
 def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
@@ -75,11 +88,9 @@ def run_consumer_scenarios(config: RunConfig, handlers: Sequence[Handler] = ()) 
         if runnable:
             toxiproxy_context = (nullcontext(config.toxiproxy) if config.toxiproxy is not None
                                  else start_toxiproxy(log_dir=workdir))
-            with toxiproxy_context as toxiproxy, \
-                    broker_for(target, toxiproxy=toxiproxy) as broker, \
-                    ConsumerDeployment(target, toxiproxy=toxiproxy, broker=broker,
-                                       workdir=workdir,
-                                       allow_remote=config.allow_remote) as deployment:
+            with toxiproxy_context as toxiproxy, deployed(
+                    target, toxiproxy=toxiproxy, workdir=workdir,
+                    allow_remote=config.allow_remote) as deployment:
                 lost = ({"clock": deployment.clock_unconfirmed} if deployment.clock is None
                         and deployment.clock_unconfirmed else {})
                 for scenario in runnable:
@@ -150,8 +161,6 @@ def _run_one(scenario: ConsumerScenario, deployment: ConsumerDeployment, rng: ra
 
 
 def run_target(config: RunConfig, handlers: Sequence[Handler] = ()) -> RunResult:
-    """Run ``config``: a queue consumer here, an HTTP service by ``run_scenarios``.  Every
-    front end calls this, so each works for both kinds of target."""
-    if isinstance(config.target, ConsumerTarget):
-        return run_consumer_scenarios(config, handlers)
+    """Run ``config`` against its target, whatever its kind: the engine's ``run_scenarios``,
+    under the name callers used when only this module could run either kind."""
     return run_scenarios(config, handlers)

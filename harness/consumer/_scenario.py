@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from harness._errors import UsageError
-from harness._scenario import Scenario, ScenarioContext
+from harness._scenario import Scenario
 from harness._target import Target
 from harness.consumer._context import ConsumerContext
 from harness.consumer._target import BROKER_CAPABILITIES, ConsumerTarget
@@ -52,7 +53,9 @@ def http_only(target: Target) -> str | None:
     return None
 
 
-def _not_http(ctx: ScenarioContext) -> None:
+def _not_http(ctx: Any) -> None:
+    """A consumer scenario's ``run``: an HTTP service's context (``ctx``) has nothing to
+    publish to."""
     raise UsageError(f"{ctx.scenario.name} is a queue-consumer scenario: give a consumer "
                      "target (kind = \"consumer\")")
 
@@ -61,6 +64,7 @@ def _not_http(ctx: ScenarioContext) -> None:
 class ConsumerScenario(Scenario):
     """A scenario whose ``drive`` publishes messages and faults a consumer."""
 
+    kind: ClassVar[str] = "consumer"
     drive: Callable[[ConsumerContext], None] = field(default=lambda ctx: None)
 
     def fits_broker(self, target: ConsumerTarget) -> bool:

@@ -21,12 +21,11 @@ from rich.panel import Panel
 from rich.text import Text
 
 from harness._errors import UsageError
+from harness._front import front_for
 from harness._outcomes import RunResult
-from harness._runner import RunConfig
+from harness._runner import RunConfig, run_scenarios
 from harness._scenario import Scenario
 from harness._target import Target
-from harness.consumer._runner import run_target
-from harness.consumer._target import ConsumerTarget
 from harness.demo._modes import ARTICLE, FailureMode
 from harness.demo._narrator import Narrator
 from harness.judging._findings import Finding, klass_of
@@ -95,14 +94,8 @@ def run_demo(mode: FailureMode, *, report_dir: Path, console: Console, seed: int
     which = "reference server" if mode.broker is None else "reference consumer"
     with ExitStack() as stack:
         proxy = toxiproxy or stack.enter_context(start_toxiproxy(log_dir=report_dir))
-        if mode.broker is not None:  # one broker for both runs
-            from harness.consumer._brokers import broker_for, sharing
-
-            fixed_target = _reference(None, broker=mode.broker)
-            assert isinstance(fixed_target, ConsumerTarget)
-            service = stack.enter_context(broker_for(fixed_target, toxiproxy=proxy))
-            if not isinstance(service, str):
-                stack.enter_context(sharing(service))
+        # what both runs share (a consumer's one broker, started once)
+        stack.enter_context(front_for(_reference(None, broker=mode.broker)).matrix_services())
         console.rule(f"[bold red]with the flaw[/] · {which} --flaw {mode.name}")
         flawed = _run(_reference(mode.name, crash_point=mode.crash_point, broker=mode.broker),
                       scenario, report_dir / "flawed", seed, proxy, console)
@@ -124,7 +117,7 @@ def _run(target: Target, scenario: Scenario, report_dir: Path, seed: int,
     config = RunConfig(target=target, scenarios=[scenario], report_dir=report_dir, seed=seed,
                        toxiproxy=toxiproxy)
     narrator = Narrator(console, target=target)
-    return run_target(config, [narrator, ReportDirectory(report_dir)])
+    return run_scenarios(config, [narrator, ReportDirectory(report_dir)])
 
 
 def _introduce(console: Console, mode: FailureMode, scenario: Scenario) -> None:

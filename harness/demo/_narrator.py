@@ -25,10 +25,10 @@ from rich.text import Text
 
 from harness._durations import format_duration
 from harness._history import Event
-from harness._nemesis import FAULTS
 from harness._outcomes import RunEvent, RunStarted, ScenarioFinished, ScenarioStarted, Step
 from harness._target import ReplayMarker, Target
-from harness.diagrams._http import BLOCKING
+from harness.http._diagram import BLOCKING
+from harness.http._nemesis import FAULTS
 from harness.reports._explain import explain, incident_of
 from harness.reports._hook_words import hooks_told
 

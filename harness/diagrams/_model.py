@@ -1,7 +1,7 @@
 """The sequence diagram as data: lanes, rows, boxes and bands, whatever front end drew it.
 
 A front end lays a finding's events out as a ``Diagram`` (an HTTP target's in
-``harness/diagrams/_http.py``, a queue consumer's in ``harness/consumer/_diagram.py``); the
+``harness/http/_diagram.py``, a queue consumer's in ``harness/consumer/_diagram.py``); the
 report only renders one (``sequence.svg.j2``, or ``reports/_narrow.py`` for a phone).  Neither
 side imports the other: both know only this module.
 """

@@ -1,19 +1,18 @@
 """The diagrams of one scenario's history, drawn by the front end whose history it is.
 
-A queue consumer's history (it publishes) is laid out by ``harness/consumer/_diagram.py``, any
-other by ``_http.py``; both return the same ``Diagram`` (``_model.py``), which the reports only
-render.  Choosing here, above both front ends, keeps the reports from importing a front end's
-internals and the front ends from importing the reports.
+The front end that owns the history (``harness._front.front_of_history``: a queue consumer's
+publishes) lays it out; every layout returns the same ``Diagram`` (``_model.py``), which the
+reports only render.  Asking here keeps the reports from importing a front end's internals and
+the front ends from importing the reports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
+from harness._front import Layout, front_of_history
 from harness._history import Event
 from harness._target import ReplayMarker
-from harness.consumer._diagram import consumer_diagram
-from harness.diagrams._http import HttpBoard
 from harness.diagrams._model import Diagram
 from harness.judging._findings import Finding
 
@@ -26,11 +25,8 @@ class Storyboard:
     def __init__(self, events: Sequence[Event], *,
                  replay_marker: ReplayMarker | None = None) -> None:
         self._by_index = {e.index: e for e in events}
-        self._layout: Callable[[list[Event], Finding | None], Diagram]
-        if any(e.f == "publish" for e in events):
-            self._layout = consumer_diagram
-        else:
-            self._layout = HttpBoard(events, replay_marker=replay_marker).diagram
+        self._layout: Layout = front_of_history(events).layout(events,
+                                                               replay_marker=replay_marker)
 
     def draw(self, cited: Iterable[int], *, finding: Finding | None = None) -> Diagram | None:
         """The diagram of the ``cited`` events; what ``finding`` is about is highlighted, and

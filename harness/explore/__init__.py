@@ -5,12 +5,13 @@ judges each after every step, and a failing story is shrunk to its shortest form
 and replayable.
 
 It drives the target through the same context, recording client, nemesis and checker as the
-scenarios; it never judges anything itself.  A queue consumer is explored the same way, with
-its own operations (``harness.explore.consumer``; ``explore`` and ``replay`` pick the front end
-by the target's kind).  docs/explorer.md and docs/consumers.md tell the whole story.
+scenarios; it never judges anything itself.  What differs between kinds of target (an HTTP
+service's requests and faults, ``harness/http/explore/``; a queue consumer's publishes, kills
+and stalls, ``harness/consumer/explore/``) is each front end's ``Explorer`` (``harness._front``),
+which ``explore`` and ``replay`` find by the target's kind.  docs/explorer.md and
+docs/consumers.md tell the whole story.
 """
 
-from harness.explore._actions import Action
 from harness.explore._explorer import (
     DEFAULT_SHRINK_SECONDS,
     DEFAULT_STEPS,
@@ -24,12 +25,10 @@ from harness.explore._keys import KeyPlan
 from harness.explore._replay import Replay, ReplayConfig, replay
 from harness.explore._report import replay_line
 from harness.explore._story import Story, StoryStep, load_story, render_story, story_heading
-from harness.explore._validity import problems_with
 
 __all__ = [
     "DEFAULT_SHRINK_SECONDS",
     "DEFAULT_STEPS",
-    "Action",
     "Exploration",
     "ExploreConfig",
     "KeyPlan",
@@ -40,7 +39,6 @@ __all__ = [
     "explore",
     "hypothesis_settings",
     "load_story",
-    "problems_with",
     "render_story",
     "replay",
     "replay_line",

@@ -2,7 +2,7 @@
 
 Hypothesis draws and shrinks stories against it, and the shortest failing one is reported
 through the same handlers as ``run``.  An HTTP service and a queue consumer are explored alike;
-their front ends (``_front_protocol``) say what differs.
+their front ends (``harness._front.Explorer``) say what differs.
 
 One deployment (the target and its Toxiproxy proxy; for a consumer, its broker too) serves
 every example; each example has
@@ -36,6 +36,7 @@ from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from harness._errors import UsageError
+from harness._front import Explorer, front_for
 from harness._history import Event
 from harness._interrupts import (
     Interrupted,
@@ -60,8 +61,6 @@ from harness._profiles import in_ci
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
 from harness.explore._failure import Failure
-from harness.explore._front_protocol import Front
-from harness.explore._fronts import front_for
 from harness.explore._minimise import (
     SHRINK_SLACK,
     EnoughShrinking,
@@ -298,7 +297,7 @@ class _Hunter:
     share the exploration's ledger (what is kept is kept for all) and tell the opening's
     stories between them (``share``: this search's place, and how many there are)."""
 
-    def __init__(self, config: ExploreConfig, front: Front, deployment: Any,
+    def __init__(self, config: ExploreConfig, front: Explorer, deployment: Any,
                  emit: Callable[[RunEvent], None], found: _Search, *,
                  share: tuple[int, int] = (0, 1),
                  shown: Callable[[int, int], int] = lambda search, n: n) -> None:
@@ -432,7 +431,7 @@ def _search_seed(seed: int, search: int) -> int:
     return seed if search == 0 else random.Random(f"{seed}/job {search}").randrange(2**32)
 
 
-def _run_searches(config: ExploreConfig, front: Front, seed: int, jobs: int,
+def _run_searches(config: ExploreConfig, front: Explorer, seed: int, jobs: int,
                   started_at: str, emit: Callable[[RunEvent], None], found: _Search) -> None:
     """Draw, shrink and drop steps, filling ``found`` as it goes so an interruption at any
     moment leaves what was found so far: one search on one deployment, or ``jobs`` at once,
@@ -487,7 +486,7 @@ def _workdir(config: ExploreConfig, started_at: str) -> Path:
 def searches_at_once(target: Target, jobs: int) -> tuple[int, str | None]:
     """How many searches an exploration may run at once on ``target`` (each needs an instance
     of its own), and why fewer than ``jobs`` if so."""
-    why = None if jobs == 1 else front_for(target).alone(target)
+    why = None if jobs == 1 else front_for(target).explorer().alone(target)
     return (1, why) if why is not None else (jobs, None)
 
 
@@ -501,7 +500,7 @@ def explore(config: ExploreConfig, handlers: Sequence[Handler] = ()) -> Explorat
     them half-done."""
     _parse_one_at_a_time()
     seed = _seed(config)
-    front = front_for(config.target)
+    front = front_for(config.target).explorer()
     jobs, alone = searches_at_once(config.target, config.jobs)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
@@ -607,7 +606,7 @@ def _in_report_order(kept: Sequence[Kept]) -> list[Kept]:
     return sorted(kept, key=order)
 
 
-def _report(config: ExploreConfig, front: Front, seed: int, started_at: str, seconds: float,
+def _report(config: ExploreConfig, front: Explorer, seed: int, started_at: str, seconds: float,
             found: _Search, emit: Callable[[RunEvent], None],
             at_once: dict[str, object]) -> Exploration:
     """The exploration as a run result, told to every handler: one outcome per kept failure

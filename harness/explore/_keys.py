@@ -19,8 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from harness._client import encode_key
-from harness._target import KeySpec
+from harness._target import KeySpec, encode_key
 
 __all__ = ["HOSTILE_KINDS", "HostileKind", "KeyMaker", "KeyPlan", "Shape", "hostile_kinds",
            "odd_kinds"]

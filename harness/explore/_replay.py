@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness._errors import UsageError
+from harness._front import Explorer, front_for, front_named
 from harness._outcomes import (
     Handler,
     RunFinished,
@@ -28,8 +29,6 @@ from harness._outcomes import (
 from harness._runner import DEFAULT_RETRY_HORIZON
 from harness._target import Target
 from harness.explore._failure import Failure
-from harness.explore._front_protocol import Front
-from harness.explore._fronts import front_for
 from harness.explore._report import outcome_of
 from harness.explore._story import Provenance, Story, failure_story, save_story, story_of
 from harness.explore._story_session import emitter
@@ -38,7 +37,6 @@ from harness.services._toxiproxy import ToxiproxyServer
 __all__ = ["Replay", "ReplayConfig", "replay"]
 
 REPLAY = "replay"
-_KINDS = {"http": "an HTTP service", "consumer": "a queue consumer"}
 #: How many times a story whose outcome depends on a race is told before saying it did not
 #: fail again: requests (or messages) released together, or timed against each other, may meet
 #: in another order on another telling (Hypothesis kept the telling in which they met the way
@@ -53,7 +51,7 @@ def _broke(failure: Failure[Any] | None, wanted: str | None) -> bool:
     return failure is not None and wanted in {f.property for f in failure.failing_findings}
 
 
-def _tellings(story: Story[Any], front: Front) -> list[list[Any]]:
+def _tellings(story: Story[Any], front: Explorer) -> list[list[Any]]:
     """The story as drawn and, where it races, told up to ``TELLINGS`` times in all: the
     second time in order, where that differs."""
     drawn = story.actions()
@@ -84,10 +82,11 @@ class Replay:
 def replay(story: Story[Any], config: ReplayConfig,
            handlers: Sequence[Handler] = ()) -> Replay:
     """Run ``story`` against ``config.target``, judge it, and say if it failed as before."""
-    front = front_for(config.target)
+    front = front_for(config.target).explorer()
     if front.name != story.front:
-        raise UsageError(f"the story was drawn against {_KINDS[story.front]}, and target "
-                         f"{config.target.name} is {_KINDS[front.name]}: replay it against a "
+        raise UsageError(f"the story was drawn against {front_named(story.front).described}, "
+                         f"and target {config.target.name} is "
+                         f"{front_named(front.name).described}: replay it against a "
                          "target of the same kind (the story's own target is the default)")
     problems = front.problems_with(story.actions(), config.target)
     if problems:

@@ -7,13 +7,13 @@ the context a world drives needs a scenario all the same, and the report names i
 from __future__ import annotations
 
 from harness._errors import UsageError
-from harness._scenario import Scenario, ScenarioContext
+from harness._scenario import Scenario
 from harness.judging._checker import PROPERTIES
 
 __all__ = ["EXPLORER"]
 
 
-def _drawn_step_by_step(context: ScenarioContext) -> None:
+def _drawn_step_by_step(context: object) -> None:
     raise UsageError("the explorer's steps are drawn one at a time by Hypothesis; run it with "
                      "`idem-harness explore`, or replay a saved story with `idem-harness replay`")
 

@@ -3,7 +3,7 @@
 The world writes these as it acts; the story prints and saves them.  ``settle`` marks what the
 story's clients did after the drawn steps (heal, retry until answered), which a replay derives
 again rather than reading from the file.  A step is generic in its action: the HTTP explorer's
-``Action`` or a queue consumer's (harness/explore/consumer/_actions.py), each a pydantic model
+``Action`` or a queue consumer's (harness/consumer/explore/_actions.py), each a pydantic model
 that prints itself as the call a reader sees (``StoryAction``).
 """
 

@@ -4,9 +4,9 @@ One file serves the HTML report and ``idem-harness replay``: each step has the f
 sees (number, kind, text, response, effects) and, for the drawn steps, the ``action`` that
 performs it again; ``charges`` holds what each key ended with, once every client had settled.
 Keys are stored by shape, not by value, so a replay makes fresh ones.  ``front`` says whose
-actions the steps are: an HTTP service's (``harness.explore._actions``) or a queue consumer's
-(``harness.explore.consumer._actions``); the story model is generic in them, and
-``load_story`` reads each step's action in its own front's vocabulary.  Hypothesis's own
+actions the steps are: the kind of target whose front end drew it (``harness._front``); the
+story model is generic in them, and ``load_story`` reads each step's action in its own front's
+vocabulary (``Front.story_actions``).  Hypothesis's own
 ``@reproduce_failure`` blob only works with the Hypothesis version that made it; this file is
 the durable reproduction.
 """
@@ -17,15 +17,16 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from hypothesis import __version__ as HYPOTHESIS_VERSION
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 from harness._errors import UsageError
+from harness._front import DEFAULT_KIND, FRONTS, front_for, front_named
 from harness._history import Event
 from harness._target import Target
-from harness.explore._actions import Action
 from harness.explore._distinct import Kind, label
 from harness.explore._failure import Failure
 from harness.explore._steps import StepRecord
@@ -52,8 +53,20 @@ __all__ = [
 ]
 
 FORMAT = "idem-harness-story"
-#: Whose actions a story's steps are: an HTTP service's, or a queue consumer's.
-Front = Literal["http", "consumer"]
+
+
+def _a_kind(value: Any) -> Any:
+    """A story's ``front`` names a front end's kind (``FRONTS``), refused as a literal is."""
+    if isinstance(value, str) and value in FRONTS:
+        return value
+    kinds = [repr(kind) for kind in FRONTS]
+    expected = f"{', '.join(kinds[:-1])} or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+    raise PydanticCustomError("literal_error", "Input should be {expected}",
+                              {"expected": expected})
+
+
+#: Whose actions a story's steps are: the kind of target whose front end drew it.
+Front = Annotated[str, BeforeValidator(_a_kind)]
 #: A step's action as the story model holds it (unparametrised: whatever action was given).
 _Action = TypeVar("_Action")
 
@@ -80,7 +93,7 @@ class Story(BaseModel, Generic[_Action]):
 
     format: Literal["idem-harness-story"] = "idem-harness-story"
     version: Literal[1] = 1
-    front: Front = "http"
+    front: Front = DEFAULT_KIND
     #: The state machine the story prints as (Hypothesis's ``state = ...Machine()``).
     machine: str = "IdempotencyMachine"
     seed: int
@@ -174,15 +187,14 @@ def story_of(steps: Sequence[StepRecord[Any]], check: CheckResult | None, *, tar
              events: Sequence[Event] = (), shrunk: bool = True,
              kinds: Sequence[Kind] = ()) -> Story[Any]:
     """The story of ``steps``, judged by ``check`` (or stopped by ``error``); ``events`` (its
-    history) gives the charges it ended with.  A queue consumer's story says so (``front``),
-    so that ``load_story`` reads its actions in the consumer's vocabulary."""
-    consumer = getattr(target, "kind", "http") == "consumer"
+    history) gives the charges it ended with.  The story names its front end (``front``), so
+    that ``load_story`` reads its actions in that front end's vocabulary."""
+    front = front_for(target).explorer()
     findings = check.findings if check else []
     first = findings[0] if findings else None
     message = first.message if first else (error or "the checker found nothing")
     return Story(
-        front="consumer" if consumer else "http",
-        machine="ConsumerMachine" if consumer else "IdempotencyMachine",
+        front=front.name, machine=front.machine,
         seed=found.seed, examples=found.examples, seconds=round(found.seconds, 3),
         runs=found.runs, total_seconds=round(found.total_seconds, 3),
         property=first.property if first else None,
@@ -232,12 +244,10 @@ def save_story(story: Story[Any], report_dir: Path | None, *, number: int = 1) -
 
 
 def _vocabulary(front: object) -> Any:
-    """The actions a story of ``front`` is made of (a consumer's, imported only when read)."""
-    if front == "consumer":
-        from harness.explore.consumer._actions import ConsumerAction
-
-        return ConsumerAction
-    return Action
+    """The actions a story of ``front`` is made of (its front end's, imported only when read;
+    a kind no front end drives reads as the default one's, and the story is refused for it)."""
+    return front_named(front if isinstance(front, str) and front in FRONTS
+                       else DEFAULT_KIND).story_actions()
 
 
 def load_story(path: Path) -> Story[Any]:

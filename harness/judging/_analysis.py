@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness._history import Event
+from harness._target import LEASE_SLACK, ErrorPolicy, Promises
 
-__all__ = ["Attempt", "EffectsSeen", "Identity", "View", "describe_identity"]
+__all__ = ["COPIES_MET", "Attempt", "EffectsSeen", "Identity", "View", "copies_met",
+           "describe_identity", "is_final", "past_the_lease"]
 
 Identity = tuple[str | None, str | None]
 
@@ -333,3 +335,44 @@ class View:
         if times:
             indices.update(self.nemesis_during(min(times), max(times)))
         return tuple(sorted(indices))
+
+
+def is_final(event: Event, promises: Promises, *, errors: ErrorPolicy | None = None) -> bool:
+    """Did this attempt get an answer a client stops retrying on?
+
+    No answer, an in-progress status, 429, 503 and (unless the target stores errors) other 5xx
+    are all "try again later".  ``errors`` is the policy of the fault that failed this key's
+    handler, where it differs from ``promises.errors``.
+    """
+    status = event.status
+    if status is None:
+        return False
+    if promises.says_in_progress(status) or status in (429, 503):
+        return False
+    return not (status >= 500 and (errors or promises.errors) == "release")
+
+
+#: The precondition a scenario names when it sends copies of one request together to test
+#: the claim (``ScenarioContext.intend``): that at least two of them ran at the same time.
+COPIES_MET = "copies-met"
+
+
+def copies_met(answers: Iterable[Event], promises: Promises) -> bool:
+    """Did copies of one request run at the server at the same time, by their answers?  A
+    copy told the key is in progress met a running one; copies that charged apart (two
+    resources) ran unclaimed side by side.  One charge replayed to every other copy shows
+    nothing: each may have come after the one before had finished.  Readable only where
+    the target answers a running key with a status (``in_progress = "conflict"``)."""
+    seen = list(answers)
+    return (any(promises.says_in_progress(a.status) for a in seen)
+            or len({a.resource for a in seen if a.resource}) > 1)
+
+
+def past_the_lease(lease: float | None, *, since: float, at: float) -> bool:
+    """Has the promised ``lease`` run out between the target times ``since`` (an incident, a
+    claim) and ``at`` (a retry, the drain)?  Past it by more than ``LEASE_SLACK``: the target's
+    lease clock and the harness's are not the same clock.  Until then a claim made at ``since``
+    may still hold its key, so a key in progress is not stuck yet; a lease never promised never
+    runs out.  The one place every judge (an HTTP service's P5 and P9, a consumer's P9 and P10)
+    asks it."""
+    return lease is not None and at > since + lease + LEASE_SLACK

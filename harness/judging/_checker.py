@@ -13,9 +13,10 @@ import importlib
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from harness._errors import UsageError
+from harness._front import DEFAULT_KIND, front_named, kind_of
 from harness._history import Event
 from harness._target import (
     ErrorPolicy,
@@ -42,7 +43,6 @@ __all__ = [
     "LOST_CLOCK",
     "MOVED_CLOCK",
     "PROPERTIES",
-    "QUEUE_PROPERTIES",
     "CheckOptions",
     "CheckResult",
     "Inconclusive",
@@ -68,8 +68,8 @@ class CheckOptions:
     keyless: KeylessCounting = "exact"
     #: The declared keyed operations as (METHOD, path); empty means "whatever was sent".
     operations: tuple[tuple[str, str], ...] = ()
-    #: An HTTP service's history, or a queue consumer's (judged by ``QUEUE_PROPERTIES``).
-    kind: Literal["http", "consumer"] = "http"
+    #: The kind of target whose history it is: its front end's properties judge it.
+    kind: str = DEFAULT_KIND
     #: The error policy of each handler fault that has its own (``[[hooks.handler_errors]]``
     #: ``errors``), by name: a key failed by that fault is judged under it.
     handler_errors: Mapping[str, ErrorPolicy] = field(default_factory=dict)
@@ -86,8 +86,7 @@ class CheckOptions:
         trusted unless the target renews its lease while the handler runs (then only real time
         can let a running request's lease run out)."""
         operations = tuple((o.method.upper(), o.path) for o in target.keyed_operations)
-        kind: Literal["http", "consumer"] = (
-            "consumer" if getattr(target, "kind", "http") == "consumer" else "http")
+        kind = kind_of(target)
         handler_errors = {f.name: f.errors for f in target.hooks.handler_faults
                           if f.errors is not None}
         trust = (not target.promises.lease_renewed if trust_moved_clock is None
@@ -189,9 +188,9 @@ def _origin(spec: PropertySpec) -> tuple[str, str]:
     return (spec.check.__module__, spec.check.__qualname__)
 
 
+#: P1-P11 over an HTTP service's history (``_properties.py``); another kind of target's are its
+#: front end's (``Front.properties``).
 PROPERTIES = Registry()
-#: The same property ids judged over a queue consumer's history (harness/consumer/_properties.py).
-QUEUE_PROPERTIES = Registry("harness.consumer._properties")
 
 
 def prop(property_id: str, title: str, *,
@@ -257,7 +256,7 @@ def check_history(
 ) -> CheckResult:
     """Judge one history against the chosen properties (all registered ones by default)."""
     view = View(events)
-    registry = QUEUE_PROPERTIES if options.kind == "consumer" else PROPERTIES
+    registry = front_named(options.kind).properties()
     chosen = [registry[p] for p in properties] if properties else registry.specs()
     results = {spec.id: _check_safe(spec, view, options) for spec in chosen}
     unconfirmed: list[Finding] = []

@@ -12,11 +12,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from harness._client import COPIES_MET, copies_met, is_final
 from harness._durations import format_duration
 from harness._history import Event
 from harness._target import LEASE_SLACK, ErrorPolicy, split_route
-from harness.judging._analysis import Attempt, EffectsSeen, Identity, View, describe_identity
+from harness.judging._analysis import (
+    COPIES_MET,
+    Attempt,
+    EffectsSeen,
+    Identity,
+    View,
+    copies_met,
+    describe_identity,
+    is_final,
+    past_the_lease,
+)
 from harness.judging._checker import PROPERTIES, CheckOptions, Inconclusive, prop
 from harness.judging._findings import Finding, Note
 
@@ -684,7 +693,7 @@ def _still_holds(view: View, original: Attempt, retry: Attempt, options: CheckOp
     gap = retry.start - original.start
     if promises.retention is not None and gap > promises.retention:
         return False
-    if promises.lease is None or gap <= promises.lease + LEASE_SLACK:
+    if not past_the_lease(promises.lease, since=original.start, at=retry.start):
         return True
     return promises.lease_renewed and not view.jumped_between(original.invoke.time,
                                                               retry.invoke.time)
@@ -1100,7 +1109,7 @@ def _converged(view: View, incident: _Incident, identity: Identity,
     evidence = view.evidence(attempts, incident.start.index, incident.end.index)
     if promises.lease is not None:
         stuck = [a for a in after if promises.says_in_progress(a.status)
-                 and a.start > healed_at + promises.lease + LEASE_SLACK
+                 and past_the_lease(promises.lease, since=healed_at, at=a.start)
                  and not _held_by_another(a, attempts, options)]
         if stuck:
             late = stuck[-1].start - healed_at
@@ -1129,7 +1138,8 @@ def _converged(view: View, incident: _Incident, identity: Identity,
         return
     if after and not finals:
         last = max(a.start for a in after)
-        if promises.lease is not None and last <= healed_at + promises.lease + LEASE_SLACK:
+        if promises.lease is not None and not past_the_lease(promises.lease, since=healed_at,
+                                                             at=last):
             waited = view.lease_not_waited()
             why = f" ({waited})" if waited else ""
             yield Note("P9", shown,

@@ -17,8 +17,7 @@ from harness.reports._files import write_all
 from harness.reports._html import render_index
 from harness.reports._junit import render_junit
 from harness.reports._results import render_history, render_results
-from harness.reports._runview import reproduction_script, sharing_scripts
-from harness.reproduction._reproduction import EventIndex
+from harness.reports._runview import script_writer, sharing_scripts
 
 __all__ = ["Renderer", "ReportDirectory", "write_report"]
 
@@ -67,11 +66,13 @@ def _scripts(result: RunResult, directory: Path) -> dict[Path, str]:
     scripts: dict[Path, str] = {}
     for outcome in result.outcomes:
         groups = sharing_scripts(outcome.findings)
-        index = EventIndex(outcome.events) if groups else None
+        if not groups:
+            continue
+        write = script_writer(result, outcome)
         for line, findings in groups.items():
             path = directory / Path(shlex.split(line)[-1]).name
             if path not in scripts:
-                scripts[path] = reproduction_script(result, outcome, findings, index)
+                scripts[path] = write(findings)
     return scripts
 
 

@@ -7,7 +7,7 @@ the protocol.  Keyed by the stable property ids of ../shared/DESIGN.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from harness._history import NEMESIS, Event
@@ -98,21 +98,14 @@ KLASS_MEANING: dict[Klass, str] = {
 }
 
 
-#: A queue consumer's P9: what a consumer lives through is not only a crash.
-_CONSUMER_P9_MEANING = (
-    "After the consumer is killed, or its broker connection is cut or stalls, the messages it "
-    "had not acked come back: their redeliveries must converge to exactly one effect, and no "
-    "key may stay claimed past the promised lease. Before the lease has run out a claimed key "
-    "is not stuck: the verdict is unknown until the harness has waited for it.")
 #: What a nemesis event a P9 finding cites did, as the start of its headline.
-_INCIDENTS = {"crash": "A crash", "exit": "A crash", "connection-stall": "A stalled broker "
-              "connection", "connection-cut": "A cut broker connection", "ack-held": "A held "
-              "ack and a cut connection"}
+#: (A front end's own faults are its ``Front.incidents``.)
+_INCIDENTS = {"crash": "A crash", "exit": "A crash"}
 
 
-def incident_of(cited: Iterable[Event]) -> str | None:
+def incident_of(cited: Iterable[Event], faults: Mapping[str, str] | None = None) -> str | None:
     """What broke in a P9 finding's own evidence (its first crash or fault), in a headline's
-    words; None when it cites none."""
+    words (``faults``: its front end's words for its faults); None when it cites none."""
     for event in cited:
         if event.process != NEMESIS or event.f not in ("crash", "exit", "fault"):
             continue
@@ -120,18 +113,18 @@ def incident_of(cited: Iterable[Event]) -> str | None:
             return _INCIDENTS[event.f]
         if event.value.get("where") == "store":
             return "A store outage"
-        return _INCIDENTS.get(str(event.value.get("fault")), "A network fault")
+        words: Mapping[str, str] = faults if faults is not None else {}
+        return words.get(str(event.value.get("fault")), "A network fault")
     return None
 
 
 def explain(property_id: str, *, incident: str | None = None,
-            consumer: bool = False) -> Explanation:
-    """The plain words for ``property_id``; an id this module does not know is said as is.
-    A P9 finding's headline names its ``incident`` (``incident_of``), and a queue consumer's
-    meaning speaks of redeliveries."""
-    plain = PLAIN.get(property_id, Explanation(f"Property {property_id} did not hold", ""))
+            own: Explanation | None = None) -> Explanation:
+    """The plain words for ``property_id``, or the front end's ``own`` where they differ (a
+    queue consumer's P9 speaks of redeliveries); an id this module does not know is said as
+    is.  A P9 finding's headline names its ``incident`` (``incident_of``)."""
+    plain = own or PLAIN.get(property_id, Explanation(f"Property {property_id} did not hold", ""))
     if property_id != "P9":
         return plain
-    headline = f"{incident} left the key broken" if incident else (
-        "A crash or a lost connection left the key broken" if consumer else plain.headline)
-    return Explanation(headline, _CONSUMER_P9_MEANING if consumer else plain.meaning)
+    headline = f"{incident} left the key broken" if incident else plain.headline
+    return Explanation(headline, plain.meaning)

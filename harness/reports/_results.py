@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from harness._errors import UsageError
+from harness._front import front_for
 from harness._history import Event, History, event_from_json
 from harness._outcomes import RunResult, ScenarioOutcome
 from harness._target import Target
-from harness.consumer._account import add_accounts
 from harness.judging._findings import Verdict
 from harness.targets._loader import saved_target
 
@@ -70,8 +70,10 @@ def _scenario_json(outcome: ScenarioOutcome) -> dict[str, Any]:
 
 
 def run_account(result: RunResult) -> dict[str, Any] | None:
-    """A consumer run's queue account: its scenarios' accounts added up (None for HTTP)."""
-    return add_accounts(o.check.summary for o in result.outcomes if o.check is not None)
+    """The run's account, its scenarios' added up by its front end (a queue consumer's queue
+    account; None for a kind that keeps none, an HTTP service)."""
+    return front_for(result.target).add_accounts(
+        o.check.summary for o in result.outcomes if o.check is not None)
 
 
 def render_results(result: RunResult) -> str:

@@ -10,15 +10,13 @@ presentation (order, anchors, colours); the verdicts are the checker's.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from harness._durations import format_duration
-from harness._nemesis import FAULTS
+from harness._front import Front, front_for
 from harness._outcomes import RunResult, ScenarioOutcome
-from harness.consumer._reproduce import consumer_script
-from harness.consumer._target import ConsumerTarget
 from harness.diagrams._model import Diagram
 from harness.diagrams._storyboard import Storyboard, sequence_diagram
 from harness.judging._analysis import View, describe_identity
@@ -27,12 +25,10 @@ from harness.judging._findings import Finding, Klass, Note, klass_of
 from harness.reports._explain import KLASS_MEANING, Explanation, explain, incident_of
 from harness.reports._narrow import narrowed
 from harness.reports._results import requests_sent, run_account, verdict_counts
-from harness.reproduction._reproduction import EventIndex, reproduction_for
-from harness.reproduction._scripts import script_for
 
 __all__ = ["CARDS", "DIAGRAMS_PER_KIND", "LISTED", "Cell", "FindingView", "PropertyColumn",
            "PropertySummary", "RunView", "ScenarioRow", "by_key", "counterpart",
-           "reproduction_script", "row_verdict", "run_view", "sharing_scripts"]
+           "row_verdict", "run_view", "script_writer", "sharing_scripts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +235,7 @@ def by_key(findings: Sequence[Finding]) -> list[list[Finding]]:
 def run_view(result: RunResult, *, prefix: str = "") -> RunView:
     """The page's view of ``result``; ``prefix`` keeps anchors apart when a page shows two runs."""
     replay_marker = result.target.promises.replay_marker
-    consumer = isinstance(result.target, ConsumerTarget)
+    front = front_for(result.target)
     columns = tuple(PropertyColumn(pid, PROPERTIES[pid].title, klass_of(pid))
                     for pid in PROPERTIES.ids())
     titles = {column.id: column.title for column in columns}
@@ -249,7 +245,7 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
         if not outcome.findings:
             continue
         board = Storyboard(outcome.events, replay_marker=replay_marker)
-        index = EventIndex(outcome.events)
+        write = script_writer(result, outcome)
         groups = sharing_scripts(outcome.findings)
         by_index = {e.index: e for e in outcome.events}
         drawn: Counter[str] = Counter()
@@ -264,12 +260,12 @@ def run_view(result: RunResult, *, prefix: str = "") -> RunView:
             diagram = board.draw(cited, finding=first) if draw else None
             script = ""
             if first.reproduce in groups and draw:
-                script = reproduction_script(result, outcome, groups[first.reproduce], index)
-            plain = explain(first.property, consumer=consumer,
-                            incident=incident_of(by_index[i] for i in first.events
-                                                 if i in by_index))
+                script = write(groups[first.reproduce])
+            plain = explain(first.property, own=front.explanation(first.property),
+                            incident=incident_of((by_index[i] for i in first.events
+                                                  if i in by_index), front.incidents))
             also = tuple((f, titles.get(f.property, "")) for f in group[1:])
-            findings.append(_finding_view(anchor, outcome.name, first,
+            findings.append(_finding_view(front, anchor, outcome.name, first,
                                           titles.get(first.property, ""), diagram, plain,
                                           elided=not draw, script=script, also=also))
     findings.sort(key=lambda f: f.klass != "safety")  # stable: scenario order stays
@@ -301,10 +297,10 @@ def _accounts(result: RunResult) -> tuple[tuple[str, dict[str, Any]], ...]:
               if o.check is not None and o.check.summary), ("whole run", total))
 
 
-def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
+def _finding_view(front: Front, anchor: str, scenario: str, finding: Finding, title: str,
                   diagram: Diagram | None, plain: Explanation, *, elided: bool,
                   script: str, also: tuple[tuple[Finding, str], ...]) -> FindingView:
-    faults = tuple((name, FAULTS[name].summary if name in FAULTS else "")
+    faults = tuple((name, front.fault_summary(name))
                    for name in (diagram.faults if diagram else ()))
     view = FindingView(anchor, scenario, finding, title, plain, "", diagram, faults,
                        elided=elided, script=script, also=also,
@@ -312,19 +308,12 @@ def _finding_view(anchor: str, scenario: str, finding: Finding, title: str,
     return replace(view, klass_meaning=KLASS_MEANING[view.klass])
 
 
-def reproduction_script(result: RunResult, outcome: ScenarioOutcome,
-                        findings: Sequence[Finding], index: EventIndex | None = None) -> str:
-    """The script that replays ``findings`` of ``outcome``, the findings that share one
-    reproduction line (one key's); the report directory writes it where that line says and the
-    page shows it.  ``index``: the outcome's history, indexed once for all its scripts."""
-    first = findings[0]
-    if isinstance(result.target, ConsumerTarget):
-        return consumer_script(first, outcome.events, result.target, scenario=outcome.name,
-                               seed=result.seed)
-    reproduction = reproduction_for(findings, index or EventIndex(outcome.events), result.target,
-                                    scenario=outcome.name, seed=result.seed)
-    klass = "safety" if any(f.klass == "safety" for f in findings) else "conformance"
-    return script_for(reproduction, result.target, klass=klass)
+def script_writer(result: RunResult,
+                  outcome: ScenarioOutcome) -> Callable[[Sequence[Finding]], str]:
+    """The writer of ``outcome``'s reproduction scripts, by the run's front end: given the
+    findings that share one reproduction line (one key's), the script the report directory
+    writes where that line says and the page shows."""
+    return front_for(result.target).scripts(outcome, result.target, seed=result.seed)
 
 
 def sharing_scripts(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

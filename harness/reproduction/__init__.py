@@ -1,5 +1,5 @@
-"""A finding's reproduction: what its script carries, the script, and its replay after the run.
+"""A finding's reproduction script: what the scripts of every front end share.
 
-The package re-exports nothing; the runner writes scripts and ``idem-harness reproduce`` plays
-them, each importing the module it needs.
+Where a report directory keeps them, and their comments (``_scripts.py``).  Each front end
+writes its own findings' scripts; the package re-exports nothing.
 """

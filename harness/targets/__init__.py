@@ -1,7 +1,8 @@
-"""Target files of either kind: reading and validating one, and the built-in ones.
+"""Target files of any kind: reading and validating one, and the built-in ones.
 
-An HTTP service's file (``harness/_target.py``) and a queue consumer's
-(``harness/consumer/_target.py``) are two kinds of one format; loading a file belongs above
-both, so neither kind imports the other.  ``reference.toml`` describes the reference server.
-The package re-exports nothing: ``harness`` lists ``load_target`` among its public names.
+Every kind of target is one format (``harness/_target.py``'s tables, which a queue consumer's
+file extends); loading a file belongs above every front end, which says whether a file is of
+its kind (``harness._front``), so no kind imports another.  ``reference.toml`` describes the
+reference server.  The package re-exports nothing: ``harness`` lists ``load_target`` among its
+public names.
 """

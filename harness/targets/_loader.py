@@ -1,10 +1,10 @@
-"""Loading a target file of either kind: read the TOML, pick the kind, validate, say every problem.
+"""Loading a target file of any kind: read the TOML, pick the kind, validate, say every problem.
 
-An HTTP service's file (``harness/_target.py``) and a queue consumer's
-(``harness/consumer/_target.py``) share one format; choosing between them belongs here, above
-both, so that neither kind imports the other.  Errors name the file, the field and the fix,
-because the person reading them is writing their first target file.  A bare name such as
-``reference`` means a built-in file of this directory.
+Every kind of target shares one format (an HTTP service's tables are ``harness/_target.py``'s,
+which other kinds extend); which kind a file describes, and the model it is validated with, its
+front end says (``harness._front.front_of_file``), so choosing here names no front end.
+Errors name the file, the field and the fix, because the person reading them is writing their
+first target file.  A bare name such as ``reference`` means a built-in file of this directory.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from harness._errors import TargetFileError
+from harness._front import DEFAULT_KIND, front_named, front_of_file, fronts
 from harness._target import Target, _Section
 
 __all__ = ["BUILTIN_TARGETS", "load_target", "parse_target", "saved_target", "target_model"]
@@ -86,16 +87,15 @@ def _fix_for(error: Mapping[str, Any], field: str, model: type[BaseModel] = Base
 
 
 def target_model(data: Mapping[str, Any], *, source: str = "") -> type[Target]:
-    """The model a target file's data is validated with: a queue consumer (``kind =
-    "consumer"`` or a ``[queue]`` table, harness/consumer/_target.py) or an HTTP service."""
+    """The model a target file's data is validated with: its front end's (a queue consumer's
+    file says ``kind = "consumer"`` or has a ``[queue]`` table; the default kind's names none).
+    A ``kind`` no front end answers to is refused, with the ways to say each kind."""
     kind = data.get("kind")
-    if kind is not None and kind != "consumer":
-        raise TargetFileError(source, [("kind", f"unknown kind {kind!r}",
-                                        'write kind = "consumer" for a queue consumer, or leave '
-                                        "kind out for an HTTP service")])
-    from harness.consumer._target import ConsumerTarget, is_consumer  # pydantic models only
-
-    return ConsumerTarget if is_consumer(data) else Target
+    named = [front for front in fronts() if front.kind != DEFAULT_KIND]
+    if kind is not None and kind not in {front.kind for front in named}:
+        ways = [front.choosing for front in named] + [front_named(DEFAULT_KIND).choosing]
+        raise TargetFileError(source, [("kind", f"unknown kind {kind!r}", ", or ".join(ways))])
+    return front_of_file(data).model()
 
 
 def parse_target(data: Mapping[str, Any], *, source: str) -> Target:

@@ -21,6 +21,19 @@ from harness._outcomes import Progress, RunEvent
 from harness.consumer import reference_consumer_target
 from harness.consumer._context import COPIES_PAUSE_LATENCIES, COPIES_PAUSE_MS
 from harness.consumer._reference import REFERENCE_CONSUMER
+from harness.consumer.explore._actions import (
+    ConsumerAction,
+    Copies,
+    FailingJob,
+    Kill,
+    LostAck,
+    Poison,
+    Publish,
+    Republish,
+    Restart,
+    StallMidJob,
+)
+from harness.consumer.explore._validity import problems_with
 from harness.explore import (
     ExploreConfig,
     ReplayConfig,
@@ -33,19 +46,6 @@ from harness.explore import (
 )
 from harness.explore._actions import Clock, FaultOff, FaultOn
 from harness.explore._keys import KeyPlan
-from harness.explore.consumer._actions import (
-    ConsumerAction,
-    Copies,
-    FailingJob,
-    Kill,
-    LostAck,
-    Poison,
-    Publish,
-    Republish,
-    Restart,
-    StallMidJob,
-)
-from harness.explore.consumer._validity import problems_with
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
 from reference_server.consumer.flaws import CONSUMER_FLAWS

@@ -9,6 +9,7 @@ import pytest
 
 from harness._errors import TargetFileError
 from harness.consumer import ConsumerScenario, ConsumerTarget, reference_consumer_target
+from harness.consumer._reference import BROKERS
 from harness.targets._loader import parse_target, target_model
 from scenarios import CATALOG
 
@@ -81,13 +82,16 @@ def test_a_saved_definition_loads_again_as_the_same_target() -> None:
 
 
 def test_each_kind_of_scenario_is_not_applicable_to_the_other_kind_of_target() -> None:
-    consumer = reference_consumer_target(store=None, flaw=None)
+    """A consumer scenario is n/a against an HTTP service, and plays against the reference
+    consumer on at least one broker (a Kafka group's rebalance has no RabbitMQ twin)."""
+    consumers = [reference_consumer_target(store=None, flaw=None, broker=broker)
+                 for broker in BROKERS]
     http = parse_target({"name": "svc", "url": "http://127.0.0.1:8000",
                          "effects": {"kind": "recorder", "port": 9}}, source="s.toml")
     for scenario in CATALOG.values():
         if isinstance(scenario, ConsumerScenario):
             assert "queue-consumer scenario" in (scenario.not_applicable(http) or "")
-            assert scenario.not_applicable(consumer) is None
+            assert any(scenario.not_applicable(c) is None for c in consumers), scenario.name
     assert "lacks a poison message" in (CATALOG["poison-message"].not_applicable(parse()) or "")
 
 

@@ -9,7 +9,10 @@ the reference consumer's shape; neither is hidden: the message lists every findi
 Every run is a process of its own (``play.py``) against the session's broker and Toxiproxy,
 four at a time: most of a consumer run is waiting (pauses, heartbeats, quiet intervals), so
 side by side the corpus fits the suite's budget.  Beside the scenarios, each correct consumer
-gets a seeded exploration of a few examples (``EXPLORE_EXAMPLES``), which must find nothing.
+gets a seeded exploration of a few examples (``EXPLORE_EXAMPLES``), which must find nothing,
+and each consumer started with several flaws at once (``flaws.toml``'s ``[[combined]]``) one
+exploration per seed, which must report every one of them (issue 37; under CI, the modes
+marked ``ci`` at one seed: tests/corpus/multiflaw.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from harness._profiles import in_ci
 from harness.consumer import ConsumerTarget
 from harness.consumer._target import ConsumerPromises
 from harness.services._rabbitmq import RabbitServer
@@ -31,13 +36,20 @@ from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._loader import load_target
 from tests.bounded import run_for_at_most
 from tests.consumer_corpus.conftest import CONSUMERS, STAMPS, Flaw, flaws, require
+from tests.corpus.multiflaw import Mode, chosen, consumer_modes, told, unreported
 
 CONSUMER_NAMES = tuple(STAMPS)
 FLAWS = flaws()
 PARALLEL = 4
 #: Examples a seeded exploration of each correct consumer draws (``play.py --explore``).
 EXPLORE_EXAMPLES = 3
-#: A run: (consumer, flaw or None, "run" or "explore").
+#: Examples the exploration of a consumer with several flaws draws after its opening, which
+#: tells each of their stories (a lost ack, copies at once, a failed job, a kill...): under CI
+#: one (kombu_inbox's mode in 30 s; three took 177 s, each kill story drawn and shortened).
+COMBINED_EXAMPLES = 1 if in_ci() else 3
+COMBINED = chosen(consumer_modes())
+#: A run: (consumer, flaw or None, "run" or "explore"); with several flaws, (consumer, the
+#: flaws joined by "+", "explore-SEED").
 Job = tuple[str, str | None, str]
 ROOT = Path(__file__).parents[2]
 
@@ -89,6 +101,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory, rabbitmq_server: RabbitServer
         jobs[(flaw.consumer, flaw.name, "run")] = (
             tmp_path_factory.mktemp(f"{flaw.consumer}-flaw"),
             ["--flaw", flaw.name, "--scenario", flaw.scenario])
+    for mode, seed in COMBINED:
+        jobs[_combined(mode, seed)] = (
+            tmp_path_factory.mktemp(f"{mode.target}-combined"),
+            [*mode.start_args, "--explore", str(COMBINED_EXAMPLES), "--seed", str(seed),
+             "--shrink-time", "5"])
 
     def play(job: Job) -> None:
         report, extra = jobs[job]
@@ -99,12 +116,22 @@ def runs(tmp_path_factory: pytest.TempPathFactory, rabbitmq_server: RabbitServer
         over = "the play took over 600 s\n" if done.timed_out else ""
         (report / "stderr.txt").write_text(over + done.stdout + done.stderr)
 
-    # The slowest first, so the pool ends together.
-    order = sorted(jobs, key=lambda j: (j[1] is not None, j[2] != "run",
-                                        j[0] != "faststream_redis"))
+    def slowest_first(job: Job) -> tuple[int, bool]:
+        """So the pool ends together: the correct runs, the explorations of several flaws,
+        the correct explorations, the flaws' runs; faststream_redis first in each."""
+        name, flaw, kind = job
+        step = (0 if flaw is None and kind == "run" else 1 if kind.startswith("explore-")
+                else 2 if flaw is None else 3)
+        return step, name != "faststream_redis"
+
+    order = sorted(jobs, key=slowest_first)
     with ThreadPoolExecutor(PARALLEL) as pool:
         list(pool.map(play, order))
     return {job: report for job, (report, _) in jobs.items()}
+
+
+def _combined(mode: Mode, seed: int) -> Job:
+    return (mode.target, "+".join(mode.flaws), f"explore-{seed}")
 
 
 def _results(report: Path) -> dict[str, Any]:
@@ -181,3 +208,33 @@ def test_a_clock_the_consumer_does_not_show_moving_makes_clock_scenarios_not_app
     (outcome,) = result.outcomes
     assert outcome.verdict == "n/a"
     assert "cannot tell whether the target's clock moved" in (outcome.reason or "")
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("job", COMBINED, ids=[f"{m.name}-seed{seed}" for m, seed in COMBINED])
+def test_one_exploration_reports_every_flaw_of_a_consumer_with_several(
+        job: tuple[Mode, int], runs: dict[Job, Path]) -> None:
+    """Each flaw of the mode is a failure of its own that names one of its properties."""
+    mode, seed = job
+    results = _results(runs[_combined(mode, seed)])
+    failures = results["extra"]["explore"].get("failures", [])
+    missed = unreported(mode, failures)
+    assert not missed, (
+        f"{mode.name} at seed {seed}: {', '.join(missed)} not reported as a failure of its own; "
+        f"the exploration kept:\n{told(failures)}")
+    assert results["verdict"] == "fail" and results["complete"], results["verdict"]
+
+
+@pytest.mark.timeout(60)
+def test_node_acm_refuses_its_two_flaws_at_once_saying_why() -> None:
+    """Both flaws choose what a message is deduplicated on: the consumer exits 2 before it
+    connects to anything, naming both and why, as the reference server does."""
+    require("node_acm")
+    done = subprocess.run(
+        ["node", str(CONSUMERS / "node_acm" / "consumer.js"), "--amqp-url", "amqp://127.0.0.1:9",
+         "--queue", "q", "--dlq", "q.dead", "--redis", "redis://127.0.0.1:9", "--port", "9",
+         "--flaw", "message-id-only", "--flaw", "body-bytes"],
+        capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert ("error: flaws message-id-only and body-bytes cannot be combined: both choose what "
+            "a message is deduplicated on") in done.stderr, done.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,10 @@ def service_module(target_file: Path) -> Path:
     return SERVICES / f"{dotted.rsplit('.', 1)[-1]}.py"
 
 
-def corpus_target(name: str, flaw: str | None = None) -> Target:
-    """The service's target file, loaded; started with ``--flaw`` when one is given.  A
-    service whose module or target file is absent is missing (a failure under CI)."""
+def corpus_target(name: str, flaw: str | Sequence[str] | None = None) -> Target:
+    """The service's target file, loaded; started with ``--flaw`` for each flaw given (one
+    name, or several switched on at once).  A service whose module or target file is absent
+    is missing (a failure under CI)."""
     target_file = TARGETS / f"{name}.toml"
     module = service_module(target_file)
     if not target_file.exists() or not module.exists():
@@ -48,7 +50,9 @@ def corpus_target(name: str, flaw: str | None = None) -> Target:
         missing(f"corpus service {name!r} needs uvicorn: .venv/bin/pip install uvicorn",
                 kind="package")
     target = load_target(target_file)
-    return target.with_start_args(["--flaw", flaw]) if flaw else target
+    flaws = [flaw] if isinstance(flaw, str) else list(flaw or [])
+    args = [arg for f in flaws for arg in ("--flaw", f)]
+    return target.with_start_args(args) if args else target
 
 
 @pytest.fixture()

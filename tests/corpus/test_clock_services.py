@@ -378,7 +378,7 @@ def test_renewed_lease_killed_right_after_its_charge_leaves_neither_charge_nor_a
     once (a charge committed on its own was charged again after the lease: a P1 the explorer
     found on the correct service under a loaded CI)."""
     db = str(tmp_path / "keys.sqlite3")
-    service = renewed_lease.Service(db, "no-renewal")  # no heartbeat thread: this test alone
+    service = renewed_lease.Service(db, {"no-renewal"})  # no heartbeat thread: this test alone
     request = Req("POST", "/charges", {}, {"idempotency-key": "k-1", "authorization": "Bearer t"},
                   json.dumps(BODY).encode())
     dying = open_sqlite(db)  # as the service opens it: no implicit transactions

@@ -21,10 +21,11 @@ import pytest
 from harness._outcomes import RunResult
 from harness._runner import RunConfig, run_scenarios
 from harness.explore import ReplayConfig, replay
-from harness.explore._actions import BurstAgain, Clock, NewRequest, Retry, Slow
+from harness.explore._actions import Clock
 from harness.explore._keys import KeyPlan
-from harness.explore._session import Session, deployed
 from harness.explore._story import Story, StoryStep
+from harness.http.explore._actions import BurstAgain, NewRequest, Retry, Slow
+from harness.http.explore._session import Session, deployed
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
 from scenarios import CATALOG, get_scenario

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.explore._actions import Action
-from harness.explore._machine import machine_for
+from harness.http.explore._actions import Action
+from harness.http.explore._machine import machine_for
 from harness.targets._reference import reference_target
 
 REFERENCE = reference_target(store=None, flaw=None)

@@ -22,12 +22,11 @@ from harness.explore import (
     load_story,
     replay,
 )
-from harness.explore._actions import (
+from harness.explore._actions import Clock, FaultOff, FaultOn
+from harness.explore._keys import KeyPlan
+from harness.http.explore._actions import (
     Action,
-    Clock,
     Crash,
-    FaultOff,
-    FaultOn,
     HandlerFault,
     NewRequest,
     Overlap,
@@ -36,8 +35,7 @@ from harness.explore._actions import (
     Slow,
     Wait,
 )
-from harness.explore._fronts import HTTP
-from harness.explore._keys import KeyPlan
+from harness.http.explore._front import HTTP
 from harness.reports import ReportDirectory
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target

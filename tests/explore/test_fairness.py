@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from harness import KeySpec
 from harness._history import Event
 from harness._target import ClockSpec, Endpoint, Target
-from harness.explore._actions import (
+from harness.explore._actions import Clock
+from harness.explore._keys import KeyMaker, KeyPlan, hostile_kinds, odd_kinds
+from harness.http.explore._actions import (
     Action,
     BurstAgain,
-    Clock,
     HostileBody,
     Keyless,
     NewRequest,
@@ -25,13 +26,12 @@ from harness.explore._actions import (
     Slow,
     Wait,
 )
-from harness.explore._answers import answer_text
-from harness.explore._bodies import Fill
-from harness.explore._keys import KeyMaker, KeyPlan, hostile_kinds, odd_kinds
-from harness.explore._machine import _operations
-from harness.explore._planner import Planner, can_retry_late, keyless_alone
-from harness.explore._session import Session, deployed
-from harness.explore._strategies import KeyChoice, Strategies
+from harness.http.explore._answers import answer_text
+from harness.http.explore._bodies import Fill
+from harness.http.explore._machine import _operations
+from harness.http.explore._planner import Planner, can_retry_late, keyless_alone
+from harness.http.explore._session import Session, deployed
+from harness.http.explore._strategies import KeyChoice, Strategies
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
 from tests.explore.recording import RecordingSession, reference_machine

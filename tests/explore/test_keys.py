@@ -8,7 +8,7 @@ from typing import Literal
 import pytest
 
 from harness import KeySpec
-from harness._client import encode_key
+from harness._target import encode_key
 from harness.explore import KeyPlan
 from harness.explore._keys import KeyMaker, hostile_kinds
 from reference_server._keys import InvalidKey, parse_key

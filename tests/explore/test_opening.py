@@ -11,7 +11,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from harness.explore import ExploreConfig, explore
-from harness.explore._actions import NewRequest, Retry
+from harness.http.explore._actions import NewRequest, Retry
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
 from reference_server.flaws import get_flaw

@@ -21,14 +21,15 @@ from rich.console import Console
 
 from harness._outcomes import Progress, RunEvent, ScenarioFinished, ScenarioStarted
 from harness.explore import ExploreConfig, ReplayConfig, explore, replay
-from harness.explore._actions import Action, Clock, FaultOff, FaultOn, NewRequest, Retry, Reuse
+from harness.explore._actions import Clock, FaultOff, FaultOn
 from harness.explore._failure import Failure
 from harness.explore._keys import KeyPlan
 from harness.explore._minimise import STALL_ATTEMPTS, drop_steps, enough, tidied
 from harness.explore._report import outcome_of
-from harness.explore._session import Session
 from harness.explore._steps import StepRecord
-from harness.explore._validity import problems_with
+from harness.http.explore._actions import Action, NewRequest, Retry, Reuse
+from harness.http.explore._session import Session
+from harness.http.explore._validity import problems_with
 from harness.judging._checker import CheckResult
 from harness.judging._findings import Finding
 from harness.reports import ConsoleReport, ReportDirectory

@@ -17,17 +17,18 @@ from typing import Any
 import pytest
 
 from harness._history import Event, EventType, History
-from harness.explore._actions import Action, AwaitAnswers, Clock, Retry, Slow
+from harness.explore._actions import Clock
 from harness.explore._keys import KeyPlan
 from harness.explore._real_time import (
     MAX_CONFIRMATIONS,
     TELLINGS_PER_PROPERTY,
     TELLINGS_WITHOUT_JUMPS,
     RealTimeStory,
-    without_the_jumps,
 )
 from harness.explore._steps import StepRecord
 from harness.explore._story_session import ConfirmedLate, StorySession
+from harness.http.explore._actions import Action, AwaitAnswers, Retry, Slow
+from harness.http.explore._real_time import without_the_jumps
 from harness.judging._checker import CheckResult
 from harness.judging._findings import Finding
 

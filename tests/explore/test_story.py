@@ -10,11 +10,13 @@ import pytest
 
 from harness import UsageError, load_target
 from harness._history import ORACLE, History
-from harness.explore import Story, StoryStep, load_story, problems_with, render_story
-from harness.explore._actions import Action, Clock, FaultOff, FaultOn, NewRequest, Retry
+from harness.explore import Story, StoryStep, load_story, render_story
+from harness.explore._actions import Clock, FaultOff, FaultOn
 from harness.explore._keys import KeyPlan
 from harness.explore._steps import StepRecord
 from harness.explore._story import Provenance, story_of
+from harness.http.explore._actions import Action, NewRequest, Retry
+from harness.http.explore._validity import problems_with
 
 BODY = {"amount": 100, "currency": "usd"}
 REQUEST = NewRequest(id="o1", tenant="a", key=KeyPlan(name="k1", shape="plain"), body=BODY)

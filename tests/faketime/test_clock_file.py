@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness._errors import ServiceUnavailable, TargetFileError
-from harness.explore._machine import NEEDS
+from harness.http.explore._machine import NEEDS
 from harness.services._faketime import FaketimeClock
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._loader import parse_target

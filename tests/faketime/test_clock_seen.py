@@ -18,8 +18,9 @@ from pathlib import Path
 
 import httpx
 
-from harness._deployment import CONFIRMING_JUMP, Deployment
+from harness._clock import CONFIRMING_JUMP
 from harness._target import Target
+from harness.http._deployment import Deployment
 from harness.services._faketime import FaketimeClock
 from harness.services._toxiproxy import ToxiproxyServer
 from tests.faketime.services.redis_charges import Redis

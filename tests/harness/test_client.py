@@ -10,8 +10,8 @@ from typing import ClassVar
 
 import pytest
 
-from harness._client import RecordingClient, Request
 from harness._history import History
+from harness.http._client import RecordingClient, Request
 from harness.services._toxiproxy import Toxic, ToxiproxyServer
 from harness.targets._loader import load_target
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from harness._deployment import Deployment
 from harness._target import Target
+from harness.http._deployment import Deployment
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
 from tests.corpus.conftest import corpus_target

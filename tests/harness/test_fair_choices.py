@@ -4,9 +4,9 @@ once turned into a finding, or a flaw a fix must not hide."""
 
 from __future__ import annotations
 
-from harness._client import is_final
 from harness._history import Event
 from harness._target import KeySpec, Promises
+from harness.judging._analysis import is_final
 from tests.harness.stories import JSON, REFERENCE_PROMISES, Story, replayed
 
 

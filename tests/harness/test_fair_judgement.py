@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness._oracle import _checked_count
 from harness._target import KeySpec
+from harness.evidence._oracle import _checked_count
 from tests.harness.stories import JSON, REFERENCE_PROMISES, Story, replayed
 
 CHARGES = (("POST", "/charges"),)
@@ -376,7 +376,7 @@ def test_a_forged_replay_header_is_judged_once_per_key_by_its_last_answer() -> N
 def test_the_recorder_counts_a_utf8_key_reported_in_latin1() -> None:
     import httpx
 
-    from harness._oracle import RecorderOracle
+    from harness.evidence._oracle import RecorderOracle
     from harness.services._recorder import Recorder
 
     oracle = RecorderOracle(Recorder())
@@ -392,8 +392,8 @@ def test_the_recorder_counts_a_utf8_key_reported_in_latin1() -> None:
 
 def test_an_effects_url_elsewhere_is_allowed_only_with_allow_remote() -> None:
     from harness._errors import HarnessError
-    from harness._oracle import HttpOracle
     from harness._target import HttpEffects
+    from harness.evidence._oracle import HttpOracle
 
     spec = HttpEffects(kind="http", url="/effects", query={"key": "{key}"})
     with pytest.raises(HarnessError):

@@ -6,7 +6,7 @@ test_late_effects.py drives the race itself, with effects read from a lagging re
 
 from __future__ import annotations
 
-from harness._oracle import answered_without_a_charge, last_counts
+from harness.evidence._oracle import answered_without_a_charge, last_counts
 from tests.harness.stories import JSON, Story
 
 

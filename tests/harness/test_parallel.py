@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from harness._deployment import Deployment
 from harness._interrupts import Interrupted, interrupt_on_signals, interruption_handled
 from harness._outcomes import ScenarioOutcome
-from harness._parallel import OwnInstances, needs_whole_target, run_at_once
 from harness._runner import RunConfig, run_scenarios
-from harness._scenario import Scenario, ScenarioContext
+from harness._scenario import Scenario
+from harness.http._context import ScenarioContext
+from harness.http._deployment import Deployment
+from harness.http._parallel import OwnInstances, needs_whole_target, run_at_once
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
 from scenarios import CATALOG

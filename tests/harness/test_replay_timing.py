@@ -7,7 +7,7 @@ ran long with nothing that can hold it again is said up front."""
 from __future__ import annotations
 
 from harness._history import NEMESIS, History
-from harness.reproduction._replay import _plan, _Send, timing_notes
+from harness.http.reproduction._replay import _plan, _Send, timing_notes
 from harness.targets._loader import load_target
 
 TARGET = load_target("reference")  # its slow hook: X-Test-Delay-Ms: {ms}

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness._history import Event, History
-from harness.reproduction._replay import _plan, _Send
-from harness.reproduction._reproduction import Reproduction
+from harness.http.reproduction._replay import _plan, _Send
+from harness.http.reproduction._reproduction import Reproduction
 from harness.services._network import free_port
 from harness.services._processes import ManagedProcess
 from harness.targets._loader import load_target

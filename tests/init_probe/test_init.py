@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from harness._target import Target, placeholders
 from harness.cli._init import init
-from harness.drafting._openapi_bodies import body_template
+from harness.http.drafting._openapi_bodies import body_template
 from harness.targets._loader import load_target
 from tests.init_probe.conftest import DOCUMENTS
 

@@ -44,8 +44,8 @@ def test_probe_learns_what_a_restart_does_to_the_clock(
 def test_restart_resets_is_written_into_the_clock_hook_however_it_is_written(clock: str) -> None:
     """``[hooks.clock]`` is often an inline table (``clock = { ... }``), which takes the value
     but not a comment: the probe's note then goes beside it, in [hooks]."""
-    from harness.drafting._probe_edit import apply_observations
-    from harness.drafting._probe_types import Observation
+    from harness.http.drafting._probe_edit import apply_observations
+    from harness.http.drafting._probe_types import Observation
 
     text = ('name = "x"\nurl = "http://127.0.0.1:9000"\n[effects]\nkind = "http"\nurl = "/e"\n'
             'query = { key = "{key}" }\n' + clock)

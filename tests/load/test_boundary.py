@@ -13,11 +13,11 @@ import sys
 import pytest
 
 from harness import UsageError
-from harness.load import CHAOS_PROFILES, chaos_schedule
-from harness.load._schedule import CRASH, STALL
+from harness.http.load import CHAOS_PROFILES, chaos_schedule
+from harness.http.load._schedule import CRASH, STALL
 
 PROBE = (
-    "import sys, harness.cli, harness.load\n"
+    "import sys, harness.cli, harness.http.load\n"
     "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('locust', 'gevent'))\n"
     "print(','.join(loaded))\n"
 )
@@ -32,7 +32,8 @@ def test_the_cli_and_the_engine_never_import_locust() -> None:
 
 def test_a_locust_process_started_the_wrong_way_refuses_with_the_reason() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "from harness.load._process import main; raise SystemExit(main())",
+        [sys.executable, "-c",
+         "from harness.http.load._process import main; raise SystemExit(main())",
          "--plan", "unused.json", "--role", "local"],
         capture_output=True, text=True, timeout=60,
     )

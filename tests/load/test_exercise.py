@@ -17,10 +17,17 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness.http.load import (
+    CHAOS_PROFILES,
+    LoadConfig,
+    Window,
+    chaos_schedule,
+    load_summary,
+    run_load,
+)
+from harness.http.load._exercise import not_exercised
+from harness.http.load._schedule import NETWORK_FAULTS
 from harness.judging._analysis import View
-from harness.load import CHAOS_PROFILES, LoadConfig, Window, chaos_schedule, load_summary, run_load
-from harness.load._exercise import not_exercised
-from harness.load._schedule import NETWORK_FAULTS
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.load import LoadConfig, Window, run_load, write_load_report
+from harness.http.load import LoadConfig, Window, run_load, write_load_report
 from harness.services._postgres import PostgresServer
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._reference import reference_target

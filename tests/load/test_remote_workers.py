@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness._errors import RemoteTargetRefused
-from harness.load import LoadConfig
+from harness.http.load import LoadConfig
 from harness.targets._reference import reference_target
 from tests.missing import missing
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from harness._history import NEMESIS
 from harness.diagrams._model import Row
 from harness.diagrams._storyboard import finding_diagram
-from harness.load._schedule import STALL, network_fault
+from harness.http.load._schedule import STALL, network_fault
 from tests.harness.stories import Story
 
 

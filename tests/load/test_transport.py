@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from harness._client import Request
 from harness._history import History
-from harness.load._transport import KeptAliveClient, KeptAliveHttp
+from harness.http._client import Request
+from harness.http.load._transport import KeptAliveClient, KeptAliveHttp
 from harness.targets._reference import reference_target
 
 

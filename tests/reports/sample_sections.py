@@ -1,5 +1,5 @@
 """Files shaped like the ones other front ends write beside a report: the flaw matrix
-(``render_matrix_json`` itself), a load run's ``load.json`` (the shape of harness/load's
+(``render_matrix_json`` itself), a load run's ``load.json`` (the shape of harness/http/load's
 ``render_load_json``, gaps included) and the explorer's ``story.json``."""
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 
 from harness import Event, History, Scenario, ScenarioContext
-from harness._deployment import Deployment
 from harness._target import Target
+from harness.http._deployment import Deployment
 from harness.services._toxiproxy import ToxiproxyServer
 from harness.targets._loader import parse_target
 

@@ -131,7 +131,7 @@ def test_the_redis_corpus_service_is_judged_on_its_writes(
 
 def test_a_reproduction_says_which_write_the_cut_followed() -> None:
     from harness._history import History
-    from harness.reproduction._scripts import _told
+    from harness.http.reproduction._scripts import _told
 
     history = History()
     cut = history.record("info", "fault", "nemesis", key="k", value={

@@ -21,7 +21,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, TypeVar, overload
@@ -208,11 +208,12 @@ class Clock:
 
 
 class InMemory:
-    """What a service whose state lives in this process starts with: its ``--flaw`` (None when
-    correct), its movable clock and its ledger.  Its key table is its own."""
+    """What a service whose state lives in this process starts with: the flaws switched on
+    (``--flaw``, none when correct), its movable clock and its ledger.  Its key table is its
+    own."""
 
-    def __init__(self, flaw: str | None, *, effects_lag: float = 0.0) -> None:
-        self.flaw = flaw
+    def __init__(self, flaws: Collection[str], *, effects_lag: float = 0.0) -> None:
+        self.flaws = frozenset(flaws)
         self.clock = Clock()
         self.ledger = Ledger(effects_lag)
 
@@ -225,17 +226,36 @@ def open_sqlite(path: str) -> sqlite3.Connection:
     return conn
 
 
-def arguments(flaws: Sequence[str], *, store: bool = False) -> argparse.Namespace:
+def arguments(flaws: Sequence[str], *, store: bool = False,
+              cannot_combine: Mapping[frozenset[str], str] | None = None) -> argparse.Namespace:
+    """The command line every kit-served service takes.  ``--flaw`` repeats (``args.flaws``,
+    empty when correct); two flaws that ``cannot_combine`` names together are a usage error
+    (exit 2) saying which and why, before anything starts."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--flaw", choices=list(flaws), default=None)
+    parser.add_argument("--flaw", dest="flaws", action="append", choices=list(flaws),
+                        default=[], help="switch a named flaw on; repeat it for several at once")
     parser.add_argument("--effects-lag-ms", type=int, default=0,
                         help="an in-memory ledger's effects route shows each charge only this "
                              "long after it was made, as a read replica would")
     if store:
         parser.add_argument("--db", required=True, help="SQLite file")
-    return parser.parse_args()
+    args = parser.parse_args()
+    refuse_clashes(parser, args.flaws, cannot_combine or {})
+    return args
+
+
+def refuse_clashes(parser: argparse.ArgumentParser, chosen: Sequence[str],
+                   cannot_combine: Mapping[frozenset[str], str]) -> None:
+    """Exit 2 with ``flaws X and Y cannot be combined: why`` when two of the flaws ``chosen``
+    contradict each other or one hides the other (``cannot_combine``: the pair, and why): a
+    service started so would show neither flaw as named."""
+    for i, first in enumerate(chosen):
+        for second in chosen[i + 1:]:
+            why = cannot_combine.get(frozenset({first, second}))
+            if why is not None:
+                parser.error(f"flaws {first} and {second} cannot be combined: {why}")
 
 
 def _split(raw_path: str) -> tuple[str, dict[str, str]]:

@@ -12,13 +12,15 @@ retention.  State per process; the standard library's ThreadingHTTPServer; one l
 Flaws: ``tenant-replay`` keys the replay cache by key and fingerprint only, so another tenant
 sending the same key and the same body gets the first tenant's answer; ``stuck-in-progress``
 writes the completion under the key's text instead of its octets, another row than the claim,
-so the original is answered but every retry finds the claim running, for ever.
+so the original is answered but every retry finds the claim running, for ever.  The two cannot
+be switched on at once (``CANNOT_COMBINE``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from tests.corpus.services._kit import (
@@ -36,6 +38,11 @@ from tests.corpus.services._kit import (
 
 RETENTION = 24 * 3600.0
 FLAWS = ("tenant-replay", "stuck-in-progress")
+CANNOT_COMBINE = {
+    frozenset(FLAWS): "stuck-in-progress caches every answer under the key's text, which no "
+                      "look-up by its octets finds, so tenant-replay (the cache answering "
+                      "another tenant) can never show",
+}
 Row = tuple[str, bytes | str]
 
 
@@ -47,8 +54,8 @@ class Claim:
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.lock = threading.Lock()
         self.claims: dict[Row, Claim] = {}
         self.replays: dict[tuple[str | None, bytes | str, str], tuple[float, Resp]] = {}
@@ -82,7 +89,7 @@ class Service(InMemory):
     def cached(self, tenant: str, key: bytes | str, fp: str
                ) -> tuple[str | None, bytes | str, str]:
         """The replay cache's slot for an answer."""
-        return (None if self.flaw == "tenant-replay" else tenant, key, fp)
+        return (None if "tenant-replay" in self.flaws else tenant, key, fp)
 
     def charge(self, req: Req) -> Resp:
         got = read_keyed(req, syntax="any", max_length=0)
@@ -119,7 +126,7 @@ class Service(InMemory):
     def finish(self, tenant: str, key: bytes, fp: str, answer: Resp) -> None:
         """The ledger row and the stored answer, under one lock."""
         text = key.decode("utf-8", "surrogateescape")
-        row: bytes | str = text if self.flaw == "stuck-in-progress" else key
+        row: bytes | str = text if "stuck-in-progress" in self.flaws else key
         with self.lock:
             if answer.status == 201:
                 self.ledger.add({"id": answer.body["id"], "tenant": tenant, "key": text})
@@ -129,5 +136,5 @@ class Service(InMemory):
 
 
 if __name__ == "__main__":
-    args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    args = arguments(FLAWS, cannot_combine=CANNOT_COMBINE)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Collection
 from typing import Any
 
 from tests.corpus.services._kit import (
@@ -37,9 +38,9 @@ RUNNING = "running"
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
-        self.retention = 3600.0 if flaw == "short-retention" else RETENTION
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
+        self.retention = 3600.0 if "short-retention" in flaws else RETENTION
         # (tenant, key) -> [fingerprint, created, answer or RUNNING]
         self.keys: dict[tuple[str, str], list[Any]] = {}
 
@@ -92,7 +93,7 @@ class Service(InMemory):
                 return error(400, "amount must be a positive integer")
             await asyncio.sleep(0.01)  # the payment provider
         except Exception:
-            if self.flaw == "replay-5xx":
+            if "replay-5xx" in self.flaws:
                 self.keys[slot][2] = error(500, "the payment failed")
             else:
                 del self.keys[slot]
@@ -107,4 +108,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_asgi(Service(args.flaw).handle, args.host, args.port)
+    serve_asgi(Service(args.flaws).handle, args.host, args.port)

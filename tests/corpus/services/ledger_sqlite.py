@@ -10,7 +10,8 @@ The claim is one ``BEGIN IMMEDIATE`` transaction; the charge and the stored resp
 another, which commits only while the claim's token still holds.
 
 Flaws: ``check-then-insert`` looks the key up, charges, then stores (no claim: concurrent
-copies all charge); ``no-lease`` never takes a key over (a crash leaves it stuck).
+copies all charge); ``no-lease`` never takes a key over (a crash leaves it stuck).  The two
+cannot be switched on at once (``CANNOT_COMBINE``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Collection
 from contextlib import closing
 
 from tests.corpus.services._kit import (
@@ -38,6 +40,10 @@ from tests.corpus.services._kit import (
 RETENTION = 24 * 3600.0
 LEASE = 30.0
 FLAWS = ("check-then-insert", "no-lease")
+CANNOT_COMBINE = {
+    frozenset(FLAWS): "check-then-insert claims no key, so no-lease (a claim left by a crash "
+                      "never taken over) can never show",
+}
 SCHEMA = """
 create table if not exists keys (tenant text not null, key text not null, fp text not null,
   token text, done integer not null default 0, claimed_at real, created_at real not null,
@@ -49,8 +55,8 @@ insert or ignore into clock values (1, 0);
 
 
 class Service:
-    def __init__(self, db: str, flaw: str | None) -> None:
-        self.db, self.flaw = db, flaw
+    def __init__(self, db: str, flaws: Collection[str]) -> None:
+        self.db, self.flaws = db, frozenset(flaws)
         with closing(open_sqlite(self.db)) as conn:
             conn.executescript(SCHEMA)
 
@@ -91,7 +97,7 @@ class Service:
             return got
         tenant, key, body = got.tenant or "-", got.key, got.body
         fp = fingerprint(req.method, req.target, body)
-        if self.flaw == "check-then-insert":
+        if "check-then-insert" in self.flaws:
             return self.unclaimed(conn, req, tenant, key, fp, body)
         token = secrets.token_hex(8)
         conn.execute("begin immediate")
@@ -107,7 +113,7 @@ class Service:
                 return error(422, "this key was used with another request")
             elif row[1]:
                 return replay(row[3], row[4], row[5])
-            elif self.flaw == "no-lease" or row[2] + LEASE > now:
+            elif "no-lease" in self.flaws or row[2] + LEASE > now:
                 return error(409, "a request with this key is in progress", **{"Retry-After": "1"})
             else:  # the lease ran out: the claimant died (or is very slow); take the key over
                 conn.execute("update keys set token = ?, claimed_at = ? where tenant = ? and "
@@ -194,5 +200,5 @@ def crash_at(fault: str, point: str) -> None:
 
 
 if __name__ == "__main__":
-    args = arguments(FLAWS, store=True)
-    serve_stdlib(Service(args.db, args.flaw).handle, args.host, args.port)
+    args = arguments(FLAWS, store=True, cannot_combine=CANNOT_COMBINE)
+    serve_stdlib(Service(args.db, args.flaws).handle, args.host, args.port)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +51,8 @@ class Lock:
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.locks: dict[tuple[str, str], Lock] = {}
 
     async def handle(self, req: Req) -> Resp:
@@ -84,12 +85,12 @@ class Service(InMemory):
             if lock.fp != fp:
                 return error(422, "this key was used for another request")
             if lock.answer is None:
-                if self.flaw == "placeholder-200":
+                if "placeholder-200" in self.flaws:
                     return Resp(200, {}, dict(REPLAY))
                 return error(423, "a request with this key is still running")
             return Resp(lock.answer.status, lock.answer.body, {**lock.answer.headers, **REPLAY})
         lock = self.locks[slot] = Lock(fp, self.clock.now())
-        if self.flaw == "cache-5xx":
+        if "cache-5xx" in self.flaws:
             return await self.cache_everything(req, tenant, key, body, lock)
         try:
             answer = await self.transfer(req, body)
@@ -138,4 +139,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_asgi(Service(args.flaw).handle, args.host, args.port)
+    serve_asgi(Service(args.flaws).handle, args.host, args.port)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 from tests.corpus.services._kit import (
@@ -39,8 +40,8 @@ FLAWS = ("no-fingerprint", "case-insensitive")
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.records: dict[tuple[str, str], Record] = {}
         self.changed = threading.Condition()
 
@@ -70,8 +71,8 @@ class Service(InMemory):
         if isinstance(got, Resp):
             return got
         tenant, key, body = got.tenant or "-", got.key, got.body
-        fp = "-" if self.flaw == "no-fingerprint" else fingerprint(req.method, req.target, body)
-        slot = (tenant, key.lower() if self.flaw == "case-insensitive" else key)
+        fp = "-" if "no-fingerprint" in self.flaws else fingerprint(req.method, req.target, body)
+        slot = (tenant, key.lower() if "case-insensitive" in self.flaws else key)
         deadline = time.monotonic() + WAIT
         with self.changed:
             self._expire()
@@ -114,4 +115,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)

@@ -17,7 +17,8 @@ Flaws: ``no-takeover`` never takes over a claim whose lease has run out (a crash
 key in progress for good); ``retention-1h`` forgets keys after an hour of its clock while the
 service promises a day; ``takeover-finished`` applies the lease to every row, finished ones
 too, so a retry more than 30 s after the original runs it again (the lease and the retention
-confused: both are ages on the same clock).
+confused: both are ages on the same clock).  ``no-takeover`` and ``retention-1h`` combine;
+``takeover-finished`` combines with neither (``CANNOT_COMBINE``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Collection
 from contextlib import closing
 from typing import Any
 
@@ -47,6 +49,14 @@ from tests.corpus.services._kit import (
 RETENTION = 24 * 3600.0
 LEASE = 30.0
 FLAWS = ("no-takeover", "retention-1h", "takeover-finished")
+CANNOT_COMBINE = {
+    frozenset({"no-takeover", "takeover-finished"}):
+        "no-takeover never takes a lapsed claim over, so takeover-finished (a finished key run "
+        "again past its lease) can never show: its retries get 409 instead",
+    frozenset({"retention-1h", "takeover-finished"}):
+        "takeover-finished already runs again every retry more than 30 s after its key was "
+        "claimed, so retention-1h (a retry after an hour run again) can never show apart from it",
+}
 SCHEMA = """
 create table if not exists claims (account text not null, key text not null, fp text not null,
   token text, claimed_at real not null, created_at real not null, status integer, body text,
@@ -58,11 +68,11 @@ REPLAYED = {"X-Idempotent-Replay": "1"}
 
 
 class Service:
-    def __init__(self, db: str, flaw: str | None) -> None:
-        self.db, self.flaw = db, flaw
+    def __init__(self, db: str, flaws: Collection[str]) -> None:
+        self.db, self.flaws = db, frozenset(flaws)
         self.clock = Clock()  # in memory: a restart starts it again from real time
         self.clock_lock = threading.Lock()
-        self.retention = 3600.0 if flaw == "retention-1h" else RETENTION
+        self.retention = 3600.0 if "retention-1h" in flaws else RETENTION
         with closing(open_sqlite(db)) as conn:
             conn.executescript(SCHEMA)
 
@@ -133,10 +143,10 @@ class Service:
         if stored_fp != fp:
             return error(422, "this key was sent with another request")
         lapsed = claimed_at + LEASE <= now
-        if status is not None and not (self.flaw == "takeover-finished" and lapsed):
+        if status is not None and not ("takeover-finished" in self.flaws and lapsed):
             headers = {**REPLAYED, **({"Location": location} if location else {})}
             return Resp(status, json.loads(stored), headers)
-        if not lapsed or self.flaw == "no-takeover":
+        if not lapsed or "no-takeover" in self.flaws:
             return error(409, "a request with this key is in progress", **{"Retry-After": "1"})
         conn.execute("update claims set token = ?, claimed_at = ?, status = null, body = null, "
                      "location = null where account = ? and key = ?",
@@ -182,5 +192,5 @@ class Service:
 
 
 if __name__ == "__main__":
-    args = arguments(FLAWS, store=True)
-    serve_stdlib(Service(args.db, args.flaw).handle, args.host, args.port)
+    args = arguments(FLAWS, store=True, cannot_combine=CANNOT_COMBINE)
+    serve_stdlib(Service(args.db, args.flaws).handle, args.host, args.port)

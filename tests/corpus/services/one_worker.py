@@ -17,6 +17,7 @@ Flaw: ``replay-200`` replays a 201 as 200 (P3).
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from tests.corpus.services._kit import (
@@ -38,8 +39,8 @@ FLAWS = ("replay-200",)
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.records: dict[tuple[str, str], Record] = {}
         self.lock = threading.Lock()  # the key table's
         self.worker = threading.Lock()  # the one worker: a request runs only while it holds it
@@ -104,10 +105,10 @@ class Service(InMemory):
         return answer
 
     def replay(self, answer: Resp) -> Resp:
-        status = 200 if self.flaw == "replay-200" and answer.status == 201 else answer.status
+        status = 200 if "replay-200" in self.flaws and answer.status == 201 else answer.status
         return Resp(status, answer.body, {**answer.headers, "Idempotent-Replayed": "true"})
 
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Collection
 from typing import Any
 
 from tests.corpus.services._kit import (
@@ -44,8 +45,8 @@ class ProviderDown(Exception):
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.records: dict[tuple[str, str], Record] = {}
 
     async def handle(self, req: Req) -> Resp:
@@ -70,7 +71,7 @@ class Service(InMemory):
         drop_expired(self.records, self.clock.now() - RETENTION, lambda r: r.created)
 
     def fingerprint_of(self, req: Req, body: Any) -> str:
-        if self.flaw == "currency-blind" and isinstance(body, dict):
+        if "currency-blind" in self.flaws and isinstance(body, dict):
             body = {k: v for k, v in body.items() if k != "currency"}
         return fingerprint(req.method, req.target, body)
 
@@ -128,4 +129,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_asgi(Service(args.flaw).handle, args.host, args.port)
+    serve_asgi(Service(args.flaws).handle, args.host, args.port)

@@ -13,6 +13,7 @@ so the key table grows without bound.
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from tests.corpus.services._kit import (
@@ -35,8 +36,8 @@ FLAWS = ("stuck-on-error", "no-cleanup")
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.mutex = threading.Lock()
         self.slots: dict[str, Record] = {}
 
@@ -62,7 +63,7 @@ class Service(InMemory):
         return slot.created <= self.clock.now() - RETENTION
 
     def purge(self) -> int:  # with the mutex held
-        if self.flaw == "no-cleanup":
+        if "no-cleanup" in self.flaws:
             return 0
         return drop_expired(self.slots, self.clock.now() - RETENTION, lambda s: s.created)
 
@@ -87,7 +88,7 @@ class Service(InMemory):
         try:
             return self.place(req, key, body, slot)
         except Exception:
-            if self.flaw != "stuck-on-error":
+            if "stuck-on-error" not in self.flaws:
                 with self.mutex:
                     if self.slots.get(key) is slot:
                         del self.slots[key]
@@ -107,4 +108,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)

@@ -31,6 +31,7 @@ import math
 import secrets
 import subprocess
 import time
+from collections.abc import Collection
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -113,9 +114,9 @@ def whole_second(moment: float) -> int:
 
 
 class Service:
-    def __init__(self, via: redis.Redis, direct: redis.Redis, flaw: str | None,
+    def __init__(self, via: redis.Redis, direct: redis.Redis, flaws: Collection[str],
                  errors: str) -> None:
-        self.via, self.direct, self.flaw, self.errors = via, direct, flaw, errors
+        self.via, self.direct, self.flaws, self.errors = via, direct, frozenset(flaws), errors
         self.claim = via.register_script(CLAIM)
         self.commit = via.register_script(COMMIT)
         self.release = via.register_script(RELEASE)
@@ -169,10 +170,10 @@ class Service:
         charge = answer.body["id"] if answer.status == 201 else ""
         stored = json.dumps({"status": answer.status, "body": answer.body,
                              "location": answer.headers.get("Location")})
-        if self.flaw == "split-commit" and charge:
+        if "split-commit" in self.flaws and charge:
             self.via.rpush(ledger, charge)  # FLAW: the charge committed on its own
             charge = ""
-        keep = "0" if self.flaw == "set-drops-ttl" else "1"  # FLAW: a plain SET drops the TTL
+        keep = "0" if "set-drops-ttl" in self.flaws else "1"  # FLAW: a plain SET drops the TTL
         verdict, *won = self.commit(keys=[record, ledger], args=[token, stored, charge, keep])
         if verdict == b"done":  # a retry took over and finished first: its answer stands
             return replay(won[0])
@@ -226,7 +227,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--flaw", choices=FLAWS, default=None)
+    parser.add_argument("--flaw", dest="flaws", action="append", choices=FLAWS, default=[],
+                        help="switch a named flaw on; repeat it for both")
     parser.add_argument("--errors", choices=["release", "store"], default="release",
                         help="a failing handler: free the key, or store its 500 and replay it")
     parser.add_argument("--redis-port", type=int, required=True,
@@ -237,7 +239,7 @@ def main() -> None:
     args = parser.parse_args()
     start_redis(args.redis_port, args.redis_dir)
     service = Service(client(args.redis_via), client(f"127.0.0.1:{args.redis_port}"),
-                      args.flaw, args.errors)
+                      args.flaws, args.errors)
     serve_stdlib(service.handle, args.host, args.port)
 
 

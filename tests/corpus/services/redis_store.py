@@ -25,6 +25,7 @@ import json
 import secrets
 import subprocess
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +97,9 @@ def names(tenant: str, key: str | None) -> tuple[str, str, str]:
 
 
 class Service:
-    def __init__(self, store: redis.Redis, direct: redis.Redis, flaw: str | None) -> None:
-        self.store, self.direct, self.flaw = store, direct, flaw
-        self.retention = 0 if flaw == "no-ttl" else RETENTION
+    def __init__(self, store: redis.Redis, direct: redis.Redis, flaws: Collection[str]) -> None:
+        self.store, self.direct, self.flaws = store, direct, frozenset(flaws)
+        self.retention = 0 if "no-ttl" in flaws else RETENTION
         self.claim = store.register_script(CLAIM)
         self.commit = store.register_script(COMMIT)
         self.release = store.register_script(RELEASE)
@@ -154,7 +155,7 @@ class Service:
                     {"Location": f"/charges/{charge}"})
 
     def finish(self, keys: tuple[str, str, str], lock: str, fp: str, answer: Resp) -> Resp:
-        if self.flaw == "lost-lock-empty-fingerprint":
+        if "lost-lock-empty-fingerprint" in self.flaws:
             held = self.store.get(keys[1])  # FLAW: gone once the lock's TTL ran out
             fp = json.loads(held)["fp"] if held else ""
         record = json.dumps({"fp": fp, "status": answer.status, "body": answer.body,
@@ -216,7 +217,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--flaw", choices=FLAWS, default=None)
+    parser.add_argument("--flaw", dest="flaws", action="append", choices=FLAWS, default=[],
+                        help="switch a named flaw on; repeat it for both")
     parser.add_argument("--redis-port", type=int, required=True,
                         help="the port redis-server listens on (started here when none answers)")
     parser.add_argument("--redis-via", required=True,
@@ -224,7 +226,7 @@ def main() -> None:
     parser.add_argument("--redis-dir", type=Path, required=True, help="Redis's data directory")
     args = parser.parse_args()
     start_redis(args.redis_port, args.redis_dir)
-    service = Service(client(args.redis_via), client(f"127.0.0.1:{args.redis_port}"), args.flaw)
+    service = Service(client(args.redis_via), client(f"127.0.0.1:{args.redis_port}"), args.flaws)
     serve_stdlib(service.handle, args.host, args.port)
 
 

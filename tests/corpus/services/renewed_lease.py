@@ -21,7 +21,7 @@ Flaws: ``no-renewal`` never starts the heartbeat (a handler slower than 4 s is t
 while it runs, and both charge); ``renew-after-error`` cleans up only on success (a handler
 that raises is renewed for ever, and its key is stuck); ``renew-any-in-progress`` renews every
 row in progress, not only its own claims (a crashed claim is kept alive by the process that
-replaced the dead one).
+replaced the dead one).  No two of them can be switched on at once (``CANNOT_COMBINE``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Collection
 from contextlib import closing
 from typing import Any
 
@@ -51,6 +52,15 @@ RETENTION = 24 * 3600.0
 LEASE = 4.0
 RENEW_EVERY = 1.0
 FLAWS = ("no-renewal", "renew-after-error", "renew-any-in-progress")
+CANNOT_COMBINE = {
+    **{frozenset({"no-renewal", other}):
+       f"no-renewal never starts the heartbeat, so {other} (a lease renewed when it should "
+       "not be) can never show" for other in ("renew-after-error", "renew-any-in-progress")},
+    frozenset({"renew-after-error", "renew-any-in-progress"}):
+        "renew-any-in-progress renews a failed handler's row too (it is still in progress), "
+        "so renew-after-error (a failed handler's key renewed for ever) can never show apart "
+        "from it",
+}
 SCHEMA = """
 create table if not exists leases (tenant text not null, key text not null, fp text not null,
   token text, leased_until real not null, created real not null, status integer, body text,
@@ -64,8 +74,8 @@ class Heartbeat:
     """Renews the leases of the claims this process holds, every RENEW_EVERY seconds of the
     monotonic clock, until the process dies."""
 
-    def __init__(self, db: str, flaw: str | None) -> None:
-        self.db, self.flaw = db, flaw
+    def __init__(self, db: str, flaws: Collection[str]) -> None:
+        self.db, self.flaws = db, frozenset(flaws)
         self.held: set[Claim] = set()
         self.lock = threading.Lock()
 
@@ -88,7 +98,7 @@ class Heartbeat:
 
     def renew(self, conn: sqlite3.Connection) -> None:
         until = time.time() + LEASE
-        if self.flaw == "renew-any-in-progress":
+        if "renew-any-in-progress" in self.flaws:
             conn.execute("update leases set leased_until = ? where status is null", (until,))
             return
         with self.lock:
@@ -99,12 +109,12 @@ class Heartbeat:
 
 
 class Service:
-    def __init__(self, db: str, flaw: str | None) -> None:
-        self.db, self.flaw = db, flaw
+    def __init__(self, db: str, flaws: Collection[str]) -> None:
+        self.db, self.flaws = db, frozenset(flaws)
         with closing(open_sqlite(db)) as conn:
             conn.executescript(SCHEMA)
-        self.heartbeat = Heartbeat(db, flaw)
-        if flaw != "no-renewal":
+        self.heartbeat = Heartbeat(db, flaws)
+        if "no-renewal" not in flaws:
             self.heartbeat.start()
 
     def handle(self, req: Req) -> Resp:
@@ -149,7 +159,7 @@ class Service:
         try:
             answer = self.work(conn, req, claim, body)
         except Exception:
-            if self.flaw == "renew-after-error":
+            if "renew-after-error" in self.flaws:
                 raise  # FLAW: the clean-up below runs on success only
             self.heartbeat.drop(claim)
             conn.execute("update leases set leased_until = 0 where tenant = ? and key = ? and "
@@ -206,5 +216,5 @@ class Service:
 
 
 if __name__ == "__main__":
-    args = arguments(FLAWS, store=True)
-    serve_stdlib(Service(args.db, args.flaw).handle, args.host, args.port)
+    args = arguments(FLAWS, store=True, cannot_combine=CANNOT_COMBINE)
+    serve_stdlib(Service(args.db, args.flaws).handle, args.host, args.port)

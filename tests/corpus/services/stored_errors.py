@@ -19,6 +19,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 from tests.corpus.services._kit import (
@@ -41,8 +42,8 @@ FLAWS = ("drop-location", "charge-before-fault")
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.guard = threading.Lock()
         self.store: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -97,7 +98,7 @@ class Service(InMemory):
         charged: str | None = None
         try:
             stall(req.headers.get("x-test-delay-ms"))
-            if self.flaw == "charge-before-fault" and valid_amount(body):
+            if "charge-before-fault" in self.flaws and valid_amount(body):
                 charged = "ch_" + secrets.token_hex(6)
                 self.ledger.add({"id": charged, "tenant": tenant, "key": key})
             if req.headers.get("x-test-fault") == "fail":
@@ -112,7 +113,7 @@ class Service(InMemory):
         except Exception:
             answer = error(500, "the charge failed")  # stored: execution had begun
         stored = Resp(answer.status, answer.body,
-                      {} if self.flaw == "drop-location" else dict(answer.headers))
+                      {} if "drop-location" in self.flaws else dict(answer.headers))
         with self.guard:
             if answer.status == 201 and charged is None:
                 self.ledger.add({"id": answer.body["id"], "tenant": tenant, "key": key})
@@ -122,4 +123,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)

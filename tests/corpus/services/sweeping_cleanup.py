@@ -21,7 +21,8 @@ Flaws: ``sweep-running`` deletes every row in progress, whatever its lease and r
 point (a retry while the original runs charges again); ``sweep-charged`` honours the lease
 but not the recovery point (after a crash between the charge and the answer, the retry past
 the lease charges again); ``no-cleanup`` never deletes anything (expired rows are only
-ignored), so the key table grows without bound.
+ignored), so the key table grows without bound.  No two of them can be switched on at once
+(``CANNOT_COMBINE``): each changes the one sweep.
 """
 
 from __future__ import annotations
@@ -53,6 +54,13 @@ RETENTION = 24 * 3600.0
 LEASE = 30.0
 SWEEP_EVERY = 2.0
 FLAWS = ("sweep-running", "sweep-charged", "no-cleanup")
+CANNOT_COMBINE = {
+    frozenset({"sweep-running", "sweep-charged"}):
+        "both choose which rows in progress the sweep deletes, each its own way; choose one",
+    **{frozenset({"no-cleanup", other}):
+       f"no-cleanup never sweeps anything, so {other} (rows in progress swept too early) can "
+       "never show" for other in ("sweep-running", "sweep-charged")},
+}
 SCHEMA = """
 create table if not exists keys (tenant text not null, key text not null, fp text not null,
   token text, leased_until real not null, created real not null,
@@ -239,7 +247,7 @@ class Service:
 
 
 if __name__ == "__main__":
-    args = arguments(FLAWS, store=True)
-    service = Service(args.db, args.flaw)
+    args = arguments(FLAWS, store=True, cannot_combine=CANNOT_COMBINE)
+    service = Service(args.db, args.flaws[0] if args.flaws else None)  # every pair is refused
     threading.Thread(target=service.sweep_forever, name="sweep", daemon=True).start()
     serve_asgi(service.handle, args.host, args.port)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from tests.corpus.services._kit import (
@@ -36,8 +37,8 @@ FLAWS = ("keyless-twice", "truncate-16")
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.lock = threading.Lock()
         # (tenant, key) -> (fingerprint, created, answer or None while running)
         self.table: dict[tuple[str, str], tuple[str, float, Resp | None]] = {}
@@ -71,10 +72,10 @@ class Service(InMemory):
         tenant, key, body = got.tenant or "-", got.key, got.body
         if key is None:  # lax: no protection asked for, none given
             answer = self.execute(req, tenant, None, body)
-            if self.flaw == "keyless-twice" and answer.status == 201:
+            if "keyless-twice" in self.flaws and answer.status == 201:
                 self.execute(req, tenant, None, body)
             return answer
-        slot = (tenant, key[:16] if self.flaw == "truncate-16" else key)
+        slot = (tenant, key[:16] if "truncate-16" in self.flaws else key)
         fp = fingerprint(req.method, req.target, body)
         with self.lock:
             self._expire()
@@ -111,4 +112,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,8 +46,8 @@ class Entry(Record):
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None, *, effects_lag: float = 0.0) -> None:
-        super().__init__(flaw, effects_lag=effects_lag)
+    def __init__(self, flaws: Collection[str], *, effects_lag: float = 0.0) -> None:
+        super().__init__(flaws, effects_lag=effects_lag)
         self.entries: dict[tuple[str, str], Entry] = {}
         self.lock = asyncio.Lock()
 
@@ -76,9 +77,9 @@ class Service(InMemory):
         if isinstance(got, Resp):
             return got
         tenant, key, body = got.tenant or "-", got.key, got.body
-        where = "" if self.flaw == "fingerprint-no-path" else req.target
+        where = "" if "fingerprint-no-path" in self.flaws else req.target
         fp = fingerprint(req.method, where, body)
-        slot = ("*" if self.flaw == "no-tenant-scope" else tenant, key)
+        slot = ("*" if "no-tenant-scope" in self.flaws else tenant, key)
         async with self.lock:
             self.expire()
             entry = self.entries.get(slot)
@@ -119,12 +120,12 @@ class Service(InMemory):
         async with self.lock:  # the effect and the stored answer, with no await between
             if answer.status == 201:
                 self.ledger.add({"id": answer.body["id"], "tenant": tenant, "key": key})
-            slot = ("*" if self.flaw == "no-tenant-scope" else tenant, key)
+            slot = ("*" if "no-tenant-scope" in self.flaws else tenant, key)
             self.entries[slot].answer = answer
         return answer
 
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_asgi(Service(args.flaw, effects_lag=args.effects_lag_ms / 1000).handle, args.host,
+    serve_asgi(Service(args.flaws, effects_lag=args.effects_lag_ms / 1000).handle, args.host,
                args.port)

@@ -18,6 +18,7 @@ import json
 import secrets
 import sqlite3
 import time
+from collections.abc import Collection
 from contextlib import closing
 from typing import Any
 
@@ -48,8 +49,8 @@ insert or ignore into settings values ('clock_offset', 0);
 
 
 class Service:
-    def __init__(self, db: str, flaw: str | None) -> None:
-        self.db, self.flaw = db, flaw
+    def __init__(self, db: str, flaws: Collection[str]) -> None:
+        self.db, self.flaws = db, frozenset(flaws)
         with closing(open_sqlite(self.db)) as conn:
             conn.executescript(SCHEMA)
 
@@ -119,7 +120,7 @@ class Service:
                 if row[0] != fp:
                     return error(422, "the key was used with a different request")
                 if row[2] is not None:
-                    headers = {} if self.flaw == "no-replay-header" else {
+                    headers = {} if "no-replay-header" in self.flaws else {
                         "Idempotent-Replayed": "true"}
                     if row[4]:
                         headers["Location"] = row[4]
@@ -145,8 +146,8 @@ class Service:
         with closing(open_sqlite(self.db)) as conn:
             conn.execute("begin immediate")
             try:
-                fence = "" if self.flaw == "no-fencing" else " and token = ?"
-                args = (tenant or "", key) + (() if self.flaw == "no-fencing" else (token,))
+                fence = "" if "no-fencing" in self.flaws else " and token = ?"
+                args = (tenant or "", key) + (() if "no-fencing" in self.flaws else (token,))
                 held = conn.execute(f"select 1 from idem where tenant = ? and key = ?{fence}",
                                     args).fetchone()
                 if held is None:
@@ -169,4 +170,4 @@ class Service:
 
 if __name__ == "__main__":
     args = arguments(FLAWS, store=True)
-    serve_asgi(Service(args.db, args.flaw).handle, args.host, args.port)
+    serve_asgi(Service(args.db, args.flaws).handle, args.host, args.port)

@@ -24,7 +24,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import closing
 from http import HTTPStatus
 from socketserver import ThreadingMixIn
@@ -61,8 +61,8 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
 class Service:
-    def __init__(self, db: str, flaw: str | None) -> None:
-        self.db, self.flaw = db, flaw
+    def __init__(self, db: str, flaws: Collection[str]) -> None:
+        self.db, self.flaws = db, frozenset(flaws)
         with closing(open_sqlite(db)) as conn:
             conn.executescript(SCHEMA)
 
@@ -99,10 +99,10 @@ class Service:
             return got
         tenant, key, body = got.tenant, got.key, got.body
         # FLAW fingerprint-no-path: the query string stays in the fingerprint, the path goes
-        where = req.target.removeprefix(req.path) if self.flaw == "fingerprint-no-path" else \
+        where = req.target.removeprefix(req.path) if "fingerprint-no-path" in self.flaws else \
             req.target
         fp = fingerprint(req.method, where, body)
-        if self.flaw == "expired-burst" and self.expired(conn, tenant or "", key):
+        if "expired-burst" in self.flaws and self.expired(conn, tenant or "", key):
             # FLAW: an expired key is taken for an absent one, outside any transaction: the
             # request runs unclaimed, and its answer replaces the old row once it is done, so
             # every copy that arrives meanwhile also finds the key expired and also runs.
@@ -244,5 +244,5 @@ class QuietHandler(WSGIRequestHandler):
 
 if __name__ == "__main__":
     args = arguments(FLAWS, store=True)
-    make_server(args.host, args.port, wsgi_app(Service(args.db, args.flaw)),
+    make_server(args.host, args.port, wsgi_app(Service(args.db, args.flaws)),
                 server_class=ThreadingWSGIServer, handler_class=QuietHandler).serve_forever()

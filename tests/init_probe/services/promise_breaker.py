@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 
 from tests.corpus.services._kit import (
     InMemory,
@@ -35,8 +36,8 @@ WAIT = 5.0
 
 
 class Service(InMemory):
-    def __init__(self, flaw: str | None) -> None:
-        super().__init__(flaw)
+    def __init__(self, flaws: Collection[str]) -> None:
+        super().__init__(flaws)
         self.records: dict[tuple[str, str], Record] = {}
         self.changed = threading.Condition()
 
@@ -65,10 +66,10 @@ class Service(InMemory):
             if record is None:
                 record = self.records[slot] = Record(fp, self.clock.now())
             elif record.fp != fp:
-                if self.flaw == "refingerprint":
+                if "refingerprint" in self.flaws:
                     record.fp = fp
                 return error(422, "this key belongs to another request")
-            elif record.answer is None and self.flaw == "wait":
+            elif record.answer is None and "wait" in self.flaws:
                 deadline = time.monotonic() + WAIT
                 while record.answer is None and time.monotonic() < deadline:
                     self.changed.wait(deadline - time.monotonic())
@@ -76,7 +77,7 @@ class Service(InMemory):
                     return error(409, "still in progress", **{"Retry-After": "1"})
                 return self.replay(record.answer)
             elif record.answer is None:
-                headers = {} if self.flaw == "no-retry-after" else {"Retry-After": "1"}
+                headers = {} if "no-retry-after" in self.flaws else {"Retry-After": "1"}
                 return error(409, "a request with this key is in progress", **headers)
             else:
                 return self.replay(record.answer)
@@ -96,4 +97,4 @@ class Service(InMemory):
 
 if __name__ == "__main__":
     args = arguments(FLAWS)
-    serve_stdlib(Service(args.flaw).handle, args.host, args.port)
+    serve_stdlib(Service(args.flaws).handle, args.host, args.port)

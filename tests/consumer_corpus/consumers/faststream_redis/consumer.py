@@ -12,9 +12,10 @@ delivery only: ``test_pause = "before-work:MS"``, ``test_fault = "before-work|af
 
 Flaws: ``claim-kept-on-failure`` claims with the 24 h mark itself and keeps it when the job fails
 (the retry finds the key and acks it as done); ``short-ttl`` remembers a finished key 10
-minutes, not 24 h.
+minutes, not 24 h.  ``--flaw`` repeats: the two combine.
 
-Run: python consumer.py --amqp-url URL --queue Q --dlq DLQ --redis URL --port PORT [--flaw F]
+Run: python consumer.py --amqp-url URL --queue Q --dlq DLQ --redis URL --port PORT
+     [--flaw F]...
 """
 
 from __future__ import annotations
@@ -54,12 +55,12 @@ def parse() -> argparse.Namespace:
     for option in ("--amqp-url", "--queue", "--dlq", "--redis"):
         parser.add_argument(option, required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--flaw", choices=FLAWS)
+    parser.add_argument("--flaw", dest="flaws", action="append", choices=FLAWS, default=[])
     return parser.parse_args()
 
 
 ARGS = parse()
-TTL = 600 if ARGS.flaw == "short-ttl" else WINDOW
+TTL = 600 if "short-ttl" in ARGS.flaws else WINDOW
 store = aioredis.from_url(ARGS.redis)
 commit = store.register_script(COMMIT)
 broker = RabbitBroker(f"{ARGS.amqp_url}?heartbeat=2", reconnect_interval=0.5,
@@ -93,7 +94,7 @@ async def claim(key: str, token: str) -> bool:
     """Claim the key, waiting while another consumer's live claim holds it; False when the
     key is done already."""
     while True:
-        if ARGS.flaw == "claim-kept-on-failure":
+        if "claim-kept-on-failure" in ARGS.flaws:
             return bool(await store.set(f"dedup:{key}", token, nx=True, ex=TTL))
         if await store.set(f"dedup:{key}", token, nx=True, ex=LEASE):
             return True
@@ -129,7 +130,7 @@ async def handle(body: Any, message: RabbitMessage) -> None:
         if fault == "after-work":
             raise RuntimeError("test_fault: after-work")
     except Exception:
-        if ARGS.flaw != "claim-kept-on-failure":
+        if "claim-kept-on-failure" not in ARGS.flaws:
             await store.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then "
                              "return redis.call('DEL', KEYS[1]) end return 0", 1,
                              f"dedup:{key}", token)

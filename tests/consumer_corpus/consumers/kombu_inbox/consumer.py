@@ -9,9 +9,10 @@ process's wall clock; an events feed on ``--port``.  Test hooks: ``X-Test-Pause:
 before-work:MS`` and ``X-Test-Fault: before-work|after-work``, on a first delivery only.
 
 Flaws: ``ack-before-work`` acks each message as it arrives; ``dedup-outside-txn`` looks the key
-up, charges in one transaction and records the key in another.
+up, charges in one transaction and records the key in another.  ``--flaw`` repeats: the two
+combine.
 
-Run: python consumer.py --amqp-url URL --queue Q --dlq DLQ --db FILE --port PORT [--flaw F]
+Run: python consumer.py --amqp-url URL --queue Q --dlq DLQ --db FILE --port PORT [--flaw F]...
 """
 
 from __future__ import annotations
@@ -82,13 +83,13 @@ class Worker:
             "x-delivery-count")
         self.events.add("deliver", key, message_id=message.properties.get("message_id"),
                         redelivered=bool(message.delivery_info.get("redelivered")))
-        if self.args.flaw == "ack-before-work":
+        if "ack-before-work" in self.args.flaws:
             self._settle(message, key, "ack")
         try:
             amount, currency = self._charge(message.body, key)
         except Poison as exc:
             self.events.add("poison", key, reason=str(exc))
-            if self.args.flaw != "ack-before-work":
+            if "ack-before-work" not in self.args.flaws:
                 self._settle(message, key, "dead-letter")
             return
         fault = str(headers.get("x-test-fault", "")) if first else ""
@@ -97,10 +98,10 @@ class Worker:
             outcome = self._work(str(key), amount, currency, pause, fault)
         except Exception as exc:  # the job failed: requeue it, nothing was committed
             self.events.add("work-failed", key, reason=str(exc))
-            if self.args.flaw != "ack-before-work":
+            if "ack-before-work" not in self.args.flaws:
                 self._settle(message, key, "requeue")
             return
-        if self.args.flaw != "ack-before-work":
+        if "ack-before-work" not in self.args.flaws:
             self._settle(message, key, "ack", outcome=outcome)
 
     def _charge(self, body: bytes, key: Any) -> tuple[int, str]:
@@ -116,7 +117,7 @@ class Worker:
         return amount, str(charge.get("currency", "usd"))
 
     def _work(self, key: str, amount: int, currency: str, pause: str, fault: str) -> str:
-        if self.args.flaw == "dedup-outside-txn":
+        if "dedup-outside-txn" in self.args.flaws:
             return self._work_outside(key, amount, currency, pause, fault)
         self._locked("begin immediate")
         try:
@@ -283,7 +284,7 @@ def main() -> None:
     for option in ("--amqp-url", "--queue", "--dlq", "--db"):
         parser.add_argument(option, required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--flaw", choices=FLAWS)
+    parser.add_argument("--flaw", dest="flaws", action="append", choices=FLAWS, default=[])
     args = parser.parse_args()
     worker = Worker(args)
 

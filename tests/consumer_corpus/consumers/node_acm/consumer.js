@@ -11,9 +11,10 @@
 //
 // Flaws: message-id-only deduplicates on the message id (a republish runs again); body-bytes
 // deduplicates on a hash of the body's bytes (a re-serialised copy runs again, another job with
-// the same bytes is taken for a copy).
+// the same bytes is taken for a copy).  --flaw repeats, but these two cannot be combined: each
+// is what the key is made of.
 //
-// Run: node consumer.js --amqp-url URL --queue Q --dlq DLQ --redis URL --port PORT [--flaw F]
+// Run: node consumer.js --amqp-url URL --queue Q --dlq DLQ --redis URL --port PORT [--flaw F]...
 'use strict';
 
 const crypto = require('node:crypto');
@@ -35,12 +36,23 @@ return 0`;
 
 function options(argv) {
   const wanted = ['amqp-url', 'queue', 'dlq', 'redis', 'port'];
-  const found = {};
-  for (let i = 0; i < argv.length; i += 2) found[argv[i].replace(/^--/, '')] = argv[i + 1];
+  const found = { flaws: [] };
+  for (let i = 0; i < argv.length; i += 2) {
+    const name = argv[i].replace(/^--/, '');
+    if (name === 'flaw') found.flaws.push(argv[i + 1]);
+    else found[name] = argv[i + 1];
+  }
   for (const name of wanted) {
     if (!found[name]) throw new Error(`--${name} is required`);
   }
-  if (found.flaw && !FLAWS.includes(found.flaw)) throw new Error(`--flaw: one of ${FLAWS}`);
+  for (const flaw of found.flaws) {
+    if (!FLAWS.includes(flaw)) throw new Error(`--flaw: one of ${FLAWS}`);
+  }
+  if (FLAWS.every((flaw) => found.flaws.includes(flaw))) {
+    console.error('consumer.js: error: flaws message-id-only and body-bytes cannot be combined: '
+                  + 'both choose what a message is deduplicated on, each its own way; choose one');
+    process.exit(2);
+  }
   return found;
 }
 
@@ -67,8 +79,8 @@ function hook(message, name, first) {
 }
 
 function dedupKey(message, key) {
-  if (args.flaw === 'message-id-only') return message.properties.messageId || key;
-  if (args.flaw === 'body-bytes') {
+  if (args.flaws.includes('message-id-only')) return message.properties.messageId || key;
+  if (args.flaws.includes('body-bytes')) {
     return crypto.createHash('sha256').update(message.content).digest('hex');
   }
   return key;
