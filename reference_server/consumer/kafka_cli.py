@@ -4,28 +4,26 @@ The same consumer as ``consume`` (the same worker, store, events feed, admin rou
 hooks) with Kafka as its broker: a member of consumer group ``--group`` reading ``--topic``,
 committing each record's offset after its work.  As for ``consume``, the command only parses and
 checks options: a bad value is a usage error naming the option and the accepted forms, before
-anything connects.
+anything connects.  The worker's options are ``consume``'s (``_options.py``); here are Kafka's
+own.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import click
 
 from harness.services._network import is_loopback
 from reference_server._durations import Duration
-from reference_server._options import checked_flaws
+from reference_server.consumer._options import worker_options, worker_settings
 from reference_server.consumer._running import run_consumer
 from reference_server.consumer._settings import ConsumerSettings
-from reference_server.consumer.cli import _default_store
 from reference_server.consumer.flaws import KAFKA_CONSUMER_FLAWS, kafka_consumer_flaws_named
-from reference_server.stores import StoreUrlError, check_store_url
 
 __all__ = ["consume_kafka"]
 
-_LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
@@ -59,33 +57,12 @@ def _check_bootstrap(bootstrap: str, allow_remote: bool) -> None:
 @click.option("--group", required=True, help="The consumer group to read it in.")
 @click.option("--dead-letter-topic", metavar="NAME", callback=_check_topic,
               help="Where poison goes (made when absent, one partition).  [default: TOPIC.dead]")
-@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback broker.")
-@click.option("--store", "store_url", metavar="URL",
-              help="sqlite:///ABSOLUTE/PATH or postgresql://USER@HOST:PORT/DB, the same ledger "
-                   "the HTTP server writes [default: reference-consumer.sqlite3 in the state "
-                   "directory]")
 @click.option("--dedup", "dedup_source", type=click.Choice(["header", "key", "body"]),
               default="header", show_default=True,
               help="Where the client's dedup key is: a header (--dedup-header), the record's "
                    "key, or a field of the JSON body (--dedup-field).")
-@click.option("--dedup-header", default="Idempotency-Key", show_default=True,
-              help="The header holding the dedup key, with --dedup header.")
 @click.option("--dedup-field", default="key", show_default=True,
               help="The top-level body field holding the dedup key, with --dedup body.")
-@click.option("--lease", type=Duration(), default="30s", show_default=True,
-              help="How long a claim holds a key before another consumer may take it over.")
-@click.option("--retention", type=Duration(), default="24h", show_default=True,
-              help="The dedup window: how long a finished key is remembered.")
-@click.option("--max-attempts", type=click.IntRange(1, 1000), default=5, show_default=True,
-              help="Deliveries of a failing record (in this process) before it is "
-                   "dead-lettered.")
-@click.option("--requeue-delay", type=Duration(), default="250ms", show_default=True,
-              help="Wait before reading a failed record again, and between looks at a key "
-                   "another consumer holds.")
-@click.option("--cleanup-interval", type=Duration(), default="60s", show_default=True,
-              help="How often expired keys are deleted.")
-@click.option("--work-delay-ms", type=click.IntRange(0, 600_000), default=0, show_default=True,
-              help="Simulated payment-provider latency inside each job.")
 @click.option("--session-timeout", type=Duration(), default="10s", show_default=True,
               help="session.timeout.ms: a member without heartbeats this long (killed, cut off) "
                    "is dropped from the group.")
@@ -94,30 +71,19 @@ def _check_bootstrap(bootstrap: str, allow_remote: bool) -> None:
                    "past it) leaves the group, and its partitions go to another member.")
 @click.option("--auto-commit-interval", type=Duration(), default="100ms", show_default=True,
               help="auto.commit.interval.ms, used by the auto-commit-before-work flaw only.")
-@click.option("--connect-timeout", type=Duration(), default="15s", show_default=True,
-              help="How long to wait for the broker and the first partition assignment before "
-                   "exiting 3.")
-@click.option("--admin-port", type=click.IntRange(1, 65535),
-              help="Serve the admin routes (/_admin/health, effects, keys, cleanup, events, "
-                   "clock) on this loopback port.")
-@click.option("--test-clock", is_flag=True,
-              help="Let POST /_admin/clock/advance move the consumer's clock.")
-@click.option("--test-faults", is_flag=True,
-              help="Honour the X-Test-Pause and X-Test-Fault record headers.")
-@click.option("--flaw", "flaws", metavar="NAME", multiple=True,
-              callback=checked_flaws(kafka_consumer_flaws_named),
-              help=f"Run with a named flaw (repeat for several): "
-                   f"{', '.join(KAFKA_CONSUMER_FLAWS)}.")
-@click.option("--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True)
-def consume_kafka(
-    bootstrap: str, topic: str, group: str, dead_letter_topic: str | None, allow_remote: bool,
-    store_url: str | None, dedup_source: str, dedup_header: str, dedup_field: str,
-    lease: float, retention: float, max_attempts: int, requeue_delay: float,
-    cleanup_interval: float, work_delay_ms: int, session_timeout: float,
-    max_poll_interval: float, auto_commit_interval: float, connect_timeout: float,
-    admin_port: int | None, test_clock: bool, test_faults: bool, flaws: tuple[str, ...],
-    log_level: str,
-) -> None:
+@worker_options(
+    thing="record", flaw_names=list(KAFKA_CONSUMER_FLAWS), combine=kafka_consumer_flaws_named,
+    helps={"--dedup-header": "The header holding the dedup key, with --dedup header.",
+           "--max-attempts": "Deliveries of a failing record (in this process) before it is "
+                             "dead-lettered.",
+           "--requeue-delay": "Wait before reading a failed record again, and between looks at "
+                              "a key another consumer holds.",
+           "--connect-timeout": "How long to wait for the broker and the first partition "
+                                "assignment before exiting 3."})
+def consume_kafka(bootstrap: str, topic: str, group: str, dead_letter_topic: str | None,
+                  dedup_source: str, dedup_field: str, session_timeout: float,
+                  max_poll_interval: float, auto_commit_interval: float, allow_remote: bool,
+                  **worker: Any) -> None:
     """Run the reference consumer on a Kafka topic: charge records, deduplicated by their key."""
     _check_bootstrap(bootstrap, allow_remote)
     if not group.strip():
@@ -125,9 +91,6 @@ def consume_kafka(
     if dead_letter_topic == topic:
         raise click.BadParameter("the dead-letter topic must differ from --topic",
                                  param_hint="--dead-letter-topic")
-    if not dedup_header.strip() or not dedup_header.isascii():
-        raise click.BadParameter("name an ASCII header, such as Idempotency-Key",
-                                 param_hint="--dedup-header")
     if not dedup_field.strip():
         raise click.BadParameter("name a body field, such as key", param_hint="--dedup-field")
     if not 0.5 <= session_timeout <= 3600:
@@ -137,30 +100,11 @@ def consume_kafka(
         raise click.BadParameter(
             f"must be at least --session-timeout ({session_timeout:g} s): the client refuses a "
             "poll interval shorter than the session", param_hint="--max-poll-interval")
-    url = store_url or _default_store()
-    try:
-        check_store_url(url)
-    except StoreUrlError as exc:
-        raise click.BadParameter(str(exc), param_hint="--store") from exc
     run_consumer(ConsumerSettings(
         amqp_url="",
         queue=topic,
-        store_url=url,
         dead_letter_queue=dead_letter_topic or "",
-        dedup_header=dedup_header.strip(),
         prefetch=1,
-        lease=lease,
-        retention=retention,
-        max_attempts=max_attempts,
-        requeue_delay=requeue_delay,
-        cleanup_interval=cleanup_interval,
-        work_delay=work_delay_ms / 1000,
-        connect_timeout=connect_timeout,
-        admin_port=admin_port,
-        test_clock=test_clock,
-        test_faults=test_faults,
-        flaws=flaws,
-        log_level=log_level,
         broker="kafka",
         bootstrap=bootstrap,
         group=group.strip(),
@@ -169,4 +113,5 @@ def consume_kafka(
         max_poll_interval=max_poll_interval,
         session_timeout=session_timeout,
         auto_commit_interval=auto_commit_interval,
+        **worker_settings(**worker),
     ))
