@@ -1,8 +1,10 @@
-"""Queue consumers: the same harness for background workers, on a real RabbitMQ (issue 16).
+"""Queue consumers: the same harness for background workers, on a real RabbitMQ (issue 16) or
+Kafka (issue 40).
 
 A consumer target is driven through a real broker: the harness publishes with publisher
-confirms, the consumer reaches the broker through a Toxiproxy proxy the nemesis may cut or
-stall, and the consumer process may be killed and restarted.  Everything is recorded in the
+confirms (on Kafka, produce acknowledgements), the consumer reaches the broker through a
+Toxiproxy proxy the nemesis may cut or stall, and the consumer process may be killed and
+restarted.  Everything is recorded in the
 same history and judged by the same checker as an HTTP run (docs/consumers.md).
 
 This package is the queue consumer's front end: the engine reaches it only through

@@ -80,10 +80,12 @@ def shared_broker() -> Iterator[None]:
 
 
 def _shared(kind: str, toxiproxy: ToxiproxyServer | None) -> BrokerService | None:
-    """The innermost block's broker of ``kind``: given, kept, or started now for the block."""
-    for block in reversed(_blocks):
+    """The broker of ``kind`` the open blocks share: one given (``sharing``), else one the
+    innermost ``shared_broker`` block kept or starts now."""
+    for block in reversed(_blocks):  # one given to the runs (a test session's) comes first
         if kind in block.services:
             return block.services[kind]
+    for block in reversed(_blocks):
         if not block.starts:
             continue
         slot = (kind, id(toxiproxy)) if kind == "kafka" else kind

@@ -1,9 +1,10 @@
 """The queue consumer's front end as the engine sees it: ``FRONT``, a ``harness._front.Front``.
 
-A consumer's target file says ``kind = "consumer"`` (or has a ``[queue]``); its run publishes
-through a real broker and judges with ``QUEUE_PROPERTIES``; its findings are reproduced by
-playing their scenario again, drawn with a producer, a broker and the consumers, and added up
-into the queue account.  The explorer's part (``explore/``) is imported when first asked for.
+A consumer's target file says ``kind = "consumer"`` (or has a ``[queue]`` or a ``[topic]``); its
+run publishes through a real broker (RabbitMQ or Kafka: which one, only the broker adapters
+know) and judges with ``QUEUE_PROPERTIES``; its findings are reproduced by playing their
+scenario again, drawn with a producer, a broker and the consumers, and added up into the queue
+account.  The explorer's part (``explore/``) is imported when first asked for.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ _P9 = (
 
 
 class ConsumerFront:
-    """A queue consumer on a real RabbitMQ, its broker connections behind Toxiproxy."""
+    """A queue consumer on a real broker (RabbitMQ or Kafka, an adapter behind the broker port
+    of ``_broker.py``), its broker connections behind Toxiproxy."""
 
     kind = "consumer"
     described = "a queue consumer"
@@ -86,7 +88,8 @@ class ConsumerFront:
         return run_consumer_scenarios(config, handlers)
 
     def matrix_services(self) -> AbstractContextManager[object]:
-        """One broker for every consumer row: a node takes seconds to boot."""
+        """One broker of each kind for every consumer row (a demo's two runs too), started
+        when a row first needs it: a broker takes seconds to start."""
         return shared_broker()
 
     def properties(self) -> Registry:
