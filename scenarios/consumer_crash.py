@@ -67,7 +67,11 @@ def _kill_mid_job(ctx: ConsumerContext) -> int | None:
     if "pause-before-work" in ctx.target.capabilities():
         key = ctx.new_key()
         ctx.publish(key, label="crash:before-work", pause=("before-work", PAUSE_MS))
-        ctx.wait_for_delivery(key, paused=True, timeout=PAUSE_MS / 2000)
+        # the pause starts when the consumer takes the job: a feed says when it does (a member
+        # just restarted may take seconds to rejoin and read); without one, the kill is timed
+        # inside the pause from the publish
+        ctx.wait_for_delivery(key, paused=True, timeout=SETTLE if ctx.feed is not None
+                              else PAUSE_MS / 2000)
         if "offsets" in ctx.target.capabilities():  # an auto-commit timer may pass it now
             ctx.until(lambda: ctx.committed_past(key), COMMITTED_WAIT)
     else:

@@ -437,7 +437,11 @@ class ConsumerWorld:
         for in the drain)."""
         ctx = self.context
         ctx.publish(key, label="crash:before-work", pause=("before-work", KILL_PAUSE_MS))
-        ctx.wait_for_delivery(key, paused=True, timeout=KILL_PAUSE_MS / 2000)
+        # the pause starts when the consumer takes the job: a feed says when it does (a member
+        # just restarted may take seconds to rejoin and read); without one, the kill is timed
+        # inside the pause from the publish
+        ctx.wait_for_delivery(key, paused=True, timeout=SETTLE if ctx.feed is not None
+                              else KILL_PAUSE_MS / 2000)
         if "offsets" in self.target.capabilities():  # an auto-commit timer may pass it now
             ctx.until(lambda: ctx.committed_past(key), COMMITTED_WAIT)
         holders = self._holders(key)
