@@ -78,9 +78,9 @@ def _why_twice(queue: QueueView, key: str, publishes: list[Publish]) -> tuple[st
                 "dedup window, and ran again: the consumer forgot the key too early.")
     if len(ids) > 1 and any(p.invoke.label == "republish" for p in publishes):
         return ("republish-ran-again",
-                "The producer published the same key again under a new message id and the "
-                "consumer ran it as a new job: it deduplicates by message id at most, not by "
-                "the key.")
+                "The producer published the same key again as a new message and the consumer "
+                "ran it as a new job: it deduplicates on something of the message's own (its "
+                "id, its place in the log) at most, not on the key.")
     if len(ids) > 1:
         return ("concurrent-copies",
                 "Copies of the message with the same key were each run: the key was not "
