@@ -12,15 +12,7 @@ PAUSE_MS = 1_500
 def drive(ctx: ConsumerContext) -> None:
     ctx.ensure_consumers(2)
     key = ctx.new_key()
-    ctx.publish(key, pause=("before-ack", PAUSE_MS))
-    if ctx.feed is not None:
-        ctx.wait_for_delivery(key, paused=True)
-    else:
-        ctx.wait_for_effect(key)
-    holder = ctx.holder(key) or 0
-    ctx.intend("work-done-commit-pending", key, ("P1", "P9"), instance=holder,
-               incident="kill", elsewhere=True)
-    ctx.observe(key)
+    holder = ctx.held_after_work(key, PAUSE_MS, incident="kill", elsewhere=True)
     ctx.kill(holder)  # not started again yet: the partition must go to the other member
     session = 3 * ctx.target.broker.heartbeat
     ctx.wait_for_delivery(key, times=2, timeout=session + SETTLE)

@@ -44,15 +44,7 @@ def _kill_before_commit(ctx: ConsumerContext) -> None:
     pauses after its work, before it settles with the broker (its offset commit), and the
     consumer is killed in the pause and started again: the message is read again."""
     key = ctx.new_key()
-    ctx.publish(key, label="crash:after-work", pause=("before-ack", PAUSE_MS))
-    if ctx.feed is not None:
-        ctx.wait_for_delivery(key, paused=True)
-    else:
-        ctx.wait_for_effect(key)
-    instance = ctx.holder(key) or 0
-    ctx.intend("work-done-commit-pending", key, ("P1", "P9"), instance=instance,
-               incident="kill")
-    ctx.observe(key)
+    instance = ctx.held_after_work(key, PAUSE_MS, incident="kill", label="crash:after-work")
     ctx.kill(instance)
     ctx.restart(instance)
     if "offsets" in ctx.target.capabilities():

@@ -36,14 +36,7 @@ def _cut_at_commit(ctx: ConsumerContext) -> None:
     in the pause and stays cut until the broker has dropped the consumer, so the commit it
     sends once the link is back is refused and the message is read again."""
     key = ctx.new_key()
-    ctx.publish(key, pause=("before-ack", COMMIT_PAUSE_MS))
-    if ctx.feed is not None:
-        ctx.wait_for_delivery(key, paused=True)
-    else:
-        ctx.wait_for_effect(key)
-    instance = ctx.holder(key) or 0
-    ctx.intend("work-done-commit-pending", key, ("P1", "P9"), instance=instance, incident="cut")
-    ctx.observe(key)
+    instance = ctx.held_after_work(key, COMMIT_PAUSE_MS, incident="cut")
     with ctx.fault("connection-cut", instance):
         ctx.wait_until_dropped(instance, timeout=3 * ctx.target.broker.heartbeat + 10)
     ctx.deployment.wait_for_consumers(ctx.deployment.running())

@@ -199,6 +199,24 @@ class ConsumerContext:
         knows), so the checker can tell whether it did."""
         self.history.intend(what, key, properties, **details)
 
+    def held_after_work(self, key: str, pause_ms: int, *, incident: str,
+                        label: str = "original", **details: Any) -> int:
+        """Publish ``key`` with its job paused after its work, before the consumer settles it
+        with the broker (its offset commit), and wait until it pauses there (without an events
+        feed, until the work's effect shows); the intent that the fault about to come meets the
+        job there is recorded (``work-done-commit-pending``, with ``details``) and the queue
+        observed.  The consumer holding the job, which the fault is for."""
+        self.publish(key, label=label, pause=("before-ack", pause_ms))
+        if self.feed is not None:
+            self.wait_for_delivery(key, paused=True)
+        else:
+            self.wait_for_effect(key)
+        holder = self.holder(key) or 0
+        self.intend("work-done-commit-pending", key, ("P1", "P9"), instance=holder,
+                    incident=incident, **details)
+        self.observe(key)
+        return holder
+
     def observe(self, key: str) -> Event:
         """Record, just before acting, what can be seen of ``key``'s job: its effects and the
         queue (messages ready, consumers)."""
