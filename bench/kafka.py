@@ -19,7 +19,8 @@ catalog for a reference flaw, the scenario ``flaws.toml`` names for a corpus fla
 one of the flaw's properties, and when ``explore --first-only`` (budget ``--budget``, 60) does;
 its examples are those the exploration drew until the failure.  A correct row is clean when
 ``run`` over the catalog and a seeded exploration of ``--correct-examples`` examples beside the
-opening find nothing.  Exit 1 when any row is not as expected.
+opening find nothing; a scenario whose moment did not come (its precondition) is undecided, said
+in the row, and counted apart.  Exit 1 when any row is not as expected.
 """
 
 from __future__ import annotations
@@ -100,8 +101,10 @@ def _play(job: Job, base: Path, *, scenario: str | None, budget: int,
 
 
 def _expected(played: Played, properties: Sequence[str]) -> bool:
+    """A flaw: caught, as one of its properties.  A correct consumer: clean, no finding; a
+    scenario whose moment did not come is undecided (said in the row), never a finding."""
     if played.job[1] is None:
-        return played.verdict == "pass" and not played.properties
+        return played.verdict in ("pass", "inconclusive") and not played.properties
     return played.verdict == "fail" and bool(played.properties & set(properties))
 
 
@@ -127,7 +130,7 @@ def _sweep(jobs: list[Job], *, scenario_of: dict[tuple[str, str], str], budget: 
             print(f"{target:<18}{flaw or '(correct)':<26}{how:<9}{seed:>5}  "
                   f"{played.verdict:<9}{','.join(sorted(played.properties)) or '-':<12}"
                   f"{examples:>9}{played.seconds:>9.1f}  {'yes' if ok else 'NO'}"
-                  + (f"  ({played.why})" if played.why and not ok else ""), flush=True)
+                  + (f"  (undecided: {played.why})" if played.why else ""), flush=True)
     return rows
 
 
@@ -136,8 +139,10 @@ def _summary(rows: list[tuple[Played, bool]]) -> int:
     flawed = [p for p, _ in rows if p.job[1] is not None and p.job[2] == "explore"
               and p.examples is not None]
     most = max((p.examples or 0 for p in flawed), default=0)
-    print(f"\n{len(rows) - len(missed)} of {len(rows)} rows as expected; the most examples an "
-          f"exploration needed to find a flaw: {most}")
+    undecided = sum(1 for p, _ in rows if p.verdict == "inconclusive")
+    print(f"\n{len(rows) - len(missed)} of {len(rows)} rows as expected ({undecided} clean with "
+          f"a scenario undecided); the most examples an exploration needed to find a flaw: "
+          f"{most}")
     return 1 if missed else 0
 
 
