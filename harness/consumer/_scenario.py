@@ -40,8 +40,9 @@ CONSUMER_CAPABILITY_HINTS = {
                "back",
     "partitions": "a Kafka broker ([broker] kind = \"kafka\"), whose group hands a dead "
                   "member's partitions to another",
-    "poll-interval": "the consumer's max.poll.interval, [broker] max_poll_interval (passed on "
-                     "as {max_poll_interval_ms}, or the consumer's own)",
+    "poll-interval": "a Kafka broker ([broker] kind = \"kafka\") and the consumer's "
+                     "max.poll.interval, [broker] max_poll_interval (passed on as "
+                     "{max_poll_interval_ms}, or the consumer's own)",
 }
 
 

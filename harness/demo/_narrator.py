@@ -65,6 +65,8 @@ class Narrator:
         self._reset()
 
     def _reset(self) -> None:
+        #: A history that publishes is a queue consumer's: its processes are consumers.
+        self._publishes = False
         self._aliases: dict[str, str] = {}
         self._tenants: set[str] = set()
         # Arrival: what is in flight, and what waits to be told in the server's order.
@@ -210,13 +212,14 @@ class Narrator:
         if event.f == "request":
             return self._answered(event)
         if event.f in _CONSUMER_STEPS:
+            self._publishes = self._publishes or event.f == "publish"
             return self._consumer_step(event)
         if event.f in ("fault", "heal"):
             return self._fault(event)
-        if event.f == "crash" and "instance" in event.value:  # a queue consumer's process
+        if event.f == "crash" and self._publishes and "instance" in event.value:
             return _say("  ✖ ", f"consumer-{event.value['instance']} dies "
                                 f"({event.value.get('how', 'killed')})", "bold red")
-        if event.f == "restart" and "instance" in event.value:
+        if event.f == "restart" and self._publishes and "instance" in event.value:
             return _say("  ↻ ", f"consumer-{event.value['instance']} is started again", "cyan")
         if event.f == "crash":
             return _say("  ✖ ", f"the server process dies ({event.value.get('how', 'killed')})",
