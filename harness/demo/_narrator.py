@@ -415,7 +415,8 @@ class Narrator:
     def _jump(self, event: Event) -> Text:
         seconds = float(event.value.get("seconds", 0.0))
         self._clock += seconds
-        told = f"the server's clock jumps {format_duration(seconds)} forward"
+        whose = "the consumers'" if self._publishes else "the server's"
+        told = f"{whose} clock jumps {format_duration(seconds)} forward"
         claimed = self._running or self._crashed
         if self.lease is not None and seconds > self.lease and claimed:
             told += f": past the promised lease of {format_duration(self.lease)}"
