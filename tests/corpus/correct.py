@@ -26,8 +26,8 @@ SERVICES = ("ledger_sqlite", "two_routes", "long_poll", "fresh_validation", "tot
             "redis_seconds", "redis_stored_errors", "one_worker")
 #: The services whose exploration takes longest (real-time leases, Redis behind the store
 #: proxy), started first so the last one to finish is a short one.
-SLOWEST_FIRST = ("renewed_lease", "memory_clock_unsaid", "redis_store", "redis_ledger", "redis_seconds",
-                 "redis_stored_errors", "ledger_sqlite")
+SLOWEST_FIRST = ("renewed_lease", "memory_clock_unsaid", "redis_store", "redis_ledger",
+                 "redis_seconds", "redis_stored_errors", "ledger_sqlite")
 SEED = 7
 #: Examples each exploration draws after its opening, which tells every story of the opening
 #: first (16 to 22 per service: the common stories, each field's reuse, each hostile key).  The
