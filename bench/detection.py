@@ -263,7 +263,7 @@ def _judged(front: str, row: Row, seed: int, args: argparse.Namespace,
     return explore(ExploreConfig(target=row.target, max_examples=args.max_examples,
                                  seed=seed, report_dir=report_dir, toxiproxy=toxiproxy,
                                  shrink_seconds=args.shrink_time,
-                                 first_only=getattr(args, "first_only", False)),
+                                 first_only=args.first_only),
                    handlers).result
 
 
