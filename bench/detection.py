@@ -22,8 +22,9 @@ consumer runs with at least ``CONSUMER_SEEDS`` seeds (a row each).
 Run: `.venv/bin/python -P bench/detection.py [--only reference|corpus|consumer-corpus]
 [--target NAME ...]
 [--front run|explore] [--max-examples N] [--seed N] [--seeds N] [--postgres] [--correct-only]
-[--busy N]`; ``--busy N`` runs the sweep beside N busy processes per core (issue 38: verdicts on
-a loaded machine), stopped when it ends;
+[--flaws-only] [--first-only] [--busy N]`; ``--busy N`` runs the sweep beside N busy processes
+per core (issue 38: verdicts on a loaded machine), stopped when it ends; ``--first-only``
+explores a row until its first failure (a single flaw's row asks only whether it is caught).
 `--only consumer-corpus --front explore` explores each corpus consumer.
 
 `--multi [SEED ...]` (issue 37) explores each corpus service and consumer started with several
@@ -261,7 +262,9 @@ def _judged(front: str, row: Row, seed: int, args: argparse.Namespace,
                                        toxiproxy=toxiproxy), handlers)
     return explore(ExploreConfig(target=row.target, max_examples=args.max_examples,
                                  seed=seed, report_dir=report_dir, toxiproxy=toxiproxy,
-                                 shrink_seconds=args.shrink_time), handlers).result
+                                 shrink_seconds=args.shrink_time,
+                                 first_only=args.first_only),
+                   handlers).result
 
 
 def outcome(row: Row, result: RunResult | None) -> tuple[str, str]:
@@ -332,6 +335,11 @@ def main() -> None:
                         help="add the correct reference server on PostgreSQL")
     parser.add_argument("--correct-only", action="store_true",
                         help="only the correct modes (a sweep of seeds for false findings)")
+    parser.add_argument("--flaws-only", action="store_true",
+                        help="only the flawed modes (which flaws each front catches)")
+    parser.add_argument("--first-only", action="store_true",
+                        help="explore until the first failure kept (caught or not is all a "
+                             "single flaw's row asks)")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="start N busy processes per core beside the sweep (a loaded "
                              "machine, issue 38) and stop them after")
@@ -371,6 +379,7 @@ def main() -> None:
         print(f"{'target':<28}{'mode':<22}{'seed':>11}  " + "".join(f"{f:<26}" for f in fronts))
         for row in rows(args.only, args.target, dsn):
             if ((args.correct_only and row.flaw is not None)
+                    or (args.flaws_only and row.flaw is None)
                     or (args.multi is not None and row.suite == "reference")):
                 continue
             for seed in seeds_for(row, args, draw):

@@ -1014,9 +1014,12 @@ def _answers_during_outage(view: View, incident: _Incident,
                            options: CheckOptions) -> Iterator[Finding | Note]:
     """While its store fails a server should answer 2xx, a replay, 409 or 503.  Another 5xx
     that charged nothing (every charge of its key is one a success names) is only the wrong
-    status (a note); one behind which a charge exists that no success names is a finding: a
-    client told 500 may stop there (under ``errors = "store"`` a 500 is the stored answer), and
-    the charge is lost to it."""
+    status (a note); one behind which a charge exists that no success names, once a retry got
+    a final answer after the outage, is a finding: the charge is lost to the client (under
+    ``errors = "store"`` a 500 replayed).  With no such retry the evidence is not there: a
+    careful client retries a 500, and whether it would find the charge is unknown (a
+    correct service that answers 500 for a store error, its commit applied but its reply
+    lost, was reported here)."""
     allowed = {*options.promises.in_progress_statuses, 503, 429}
     for attempt in view.attempts:
         status = attempt.status
@@ -1040,6 +1043,13 @@ def _answers_during_outage(view: View, incident: _Incident,
                        "nothing was charged behind it"
                        + (" and a retry got a final answer" if settled else "")
                        + ", so that answer is only the wrong status")
+            continue
+        if not settled:  # no answer after the outage says whether the charge was found again
+            yield Note("P9", shown,
+                       f"during {incident.what} key {shown} got {status} where 503 is expected, "
+                       "and a charge was made behind it; no retry got a final answer after the "
+                       "outage, so whether that charge is lost to the client or would be "
+                       "replayed is unknown", undecided=True)
             continue
         yield Finding("P9", shown,
                       f"during {incident.what} key {shown} got {status}; a server that loses "

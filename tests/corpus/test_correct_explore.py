@@ -1,5 +1,6 @@
-"""A seeded ``idem-harness explore`` at the CI budget on every correct corpus service finds
-nothing wrong and decides every property (issue 23): no finding, no story, no "unknown"."""
+"""A seeded ``idem-harness explore`` (its opening, then a few drawn examples) on every correct
+corpus service finds nothing wrong and decides every property (issue 23): no finding, no story,
+no "unknown"."""
 
 from __future__ import annotations
 

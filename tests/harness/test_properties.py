@@ -470,6 +470,27 @@ def test_p9_notes_a_500_during_an_outage_that_charged_nothing() -> None:
     assert any("only the wrong status" in n.message for n in result.notes)
 
 
+def test_p9_is_unknown_for_a_500_during_an_outage_with_a_charge_and_no_retry_after() -> None:
+    """A request running when the store link timed out: its commit applied, its reply lost, the
+    service answered 500 (redis_seconds, correct, explored at one seed in 66).  No retry after
+    the outage shows whether the charge is found again: unknown, not a finding; a retry that
+    then gets a final answer not naming it is one."""
+    story = Story()
+    story.history.record("info", "fault", "nemesis",
+                         value={"fault": "store-timeout", "where": "store"})
+    story.attempt("k1", 500)
+    story.history.record("info", "heal", "nemesis",
+                         value={"fault": "store-timeout", "where": "store"})
+    story.effects("k1", 1, ids=["ch_1"])
+    result = story.check("P9")
+    assert result.results["P9"].verdict == "unknown", result
+    assert any("is unknown" in n.message for n in result.notes), result.notes
+    story.attempt("k1", 500, attempt=2, headers=replayed())
+    store = REFERENCE_PROMISES.model_copy(update={"errors": "store"})
+    assert "a server that loses its store must answer 503" in only_finding(
+        story, "P9", promises=store)
+
+
 def test_p9_counts_the_answer_of_a_request_that_ran_through_the_outage() -> None:
     """A slow original running while another key's store write was cut, a retry told "in
     progress", then the original's 201: the key converged (redis_ledger's explore read it as

@@ -290,7 +290,9 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
     """The shortest story of each kind (``_opening``), the cheapest and commonest first: a
     retry; the reuses, one factor each (``_reuses_to_tell``); the key from the other tenant;
     copies sent together; a retry inside the original's latency; a retry just within the
-    retention; a jump past it (the jump reads the key table); a crash at each declared point
+    retention; a jump past it (the jump reads the key table); copies of an expired key
+    released together (at most one may run: a store that checks the expiry outside the claim
+    runs each); a crash at each declared point
     and a retry past the lease (a restart each: split-commit and ack-before-commit show at the
     second point within seconds, where only the takeover's 30 s real-time wait showed them); the
     store link cut right after each write a charge commits (where the store proxy reads them);
@@ -320,6 +322,9 @@ def opening(draw: Strategies) -> tuple[Opening, ...]:
         stories.append((request, jumps[WHY_JUST_WITHIN_RETENTION], retry))
     if WHY_PAST_RETENTION in jumps:
         stories.append((request, jumps[WHY_PAST_RETENTION]))
+    if target.moves_clock and target.promises.retention is not None:  # the late burst
+        stories.append((request, Move("burst_again", {"pick": 0, "copies": OPENING_COPIES,
+                                                      "expired": True})))
     if WHY_PAST_LEASE in jumps:
         stories += [(Move("crash", {"tenant": "a", "point": point, "body": body}),
                      jumps[WHY_PAST_LEASE], retry) for point in draw.crash_points]
