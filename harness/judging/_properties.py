@@ -516,6 +516,8 @@ def reuse_rejected(view: View, options: CheckOptions) -> Iterator[Finding | Note
                 if (attempt.invoke.time < original.end_time or status is None
                         or status in transient):
                     continue
+                if view.store_failed(attempt):  # the failing store's error: no key was looked up
+                    continue
                 if not options.declares(attempt.invoke.method, attempt.invoke.path):
                     continue  # a route the target does not declare keyed proves nothing
                 same = attempt.invoke.fingerprint == original.invoke.fingerprint

@@ -137,6 +137,22 @@ def test_p4_fails_when_a_reuse_gets_the_original_response() -> None:
     assert "instead of 422" in only_finding(story, "P4")
 
 
+def test_p4_leaves_a_reuse_answered_500_by_a_failing_store_out() -> None:
+    """A reuse sent while the store is down got 500 (redis_seconds, correct, explored at seed
+    11): the failing store's error, no key was looked up; the same reuse once the store is
+    back must still get 422."""
+    story = Story()
+    story.attempt("k1", 201, resource="ch_1", digest="d1")
+    story.history.record("info", "fault", "nemesis",
+                         value={"fault": "store-down", "where": "store"})
+    story.attempt("k1", 500, attempt=2, fingerprint="fp-other-body")
+    story.history.record("info", "heal", "nemesis",
+                         value={"fault": "store-down", "where": "store"})
+    assert verdict(story, "P4") == "pass"
+    story.attempt("k1", 500, attempt=3, fingerprint="fp-other-body")
+    assert "got status 500 instead of 422" in only_finding(story, "P4")
+
+
 def test_p4_fails_when_equal_json_is_refused() -> None:
     story = Story()
     story.attempt("k1", 201, resource="ch_1")
