@@ -668,8 +668,8 @@ def in_flight_retry(view: View, options: CheckOptions) -> Iterator[Finding | Not
             if promises.says_in_progress(status):
                 yield from _in_progress_answer(view, shown, later, options)
                 continue
-            if status in (429, 503):
-                continue  # transient
+            if status in (429, 503) or view.store_failed(later):
+                continue  # transient, or the failing store's error: no key was looked up
             if later.ok:
                 yield from _answered_before_the_original(view, shown, later, earlier[0], options)
                 continue

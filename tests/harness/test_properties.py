@@ -208,6 +208,20 @@ def test_p5_fails_for_an_error_while_in_flight() -> None:
     assert "was still running got 500" in only_finding(story, "P5")
 
 
+def test_p5_leaves_a_retry_answered_500_by_a_failing_store_out() -> None:
+    """The same retry while the harness has the store down: its 500 is the store's failure,
+    not an answer about the key in progress (P9 judges the outage's statuses)."""
+    story = Story()
+    original = story.invoke("k1")
+    story.history.record("info", "fault", "nemesis",
+                         value={"fault": "store-down", "where": "store"})
+    story.attempt("k1", 500, attempt=2)
+    story.history.record("info", "heal", "nemesis",
+                         value={"fault": "store-down", "where": "store"})
+    story.answer(original, 201, resource="ch_1")
+    assert verdict(story, "P5") == "pass"
+
+
 # ---- P6 ---------------------------------------------------------------------------------
 
 
