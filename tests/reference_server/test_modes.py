@@ -82,8 +82,8 @@ def test_health_says_how_the_server_runs(lax: Server, store_kind: str) -> None:
 
 def test_waiters_get_the_original_outcome_as_a_replay(waiting: Server) -> None:
     key = new_key()
-    # long enough that, on a loaded machine, the poll for the claim sees it before it ends
-    original, first = in_thread(lambda: waiting.post(key, headers={"X-Test-Delay-Ms": "2500"}))
+    # long enough that a loaded machine's poll sees the claim, within the 2 s wait
+    original, first = in_thread(lambda: waiting.post(key, headers={"X-Test-Delay-Ms": "1500"}))
     waiting.wait_in_progress()
     waiters = [in_thread(lambda: waiting.post(key)) for _ in range(2)]
     for thread, _ in [(original, first), *waiters]:
