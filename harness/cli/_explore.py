@@ -169,7 +169,7 @@ def explore_command(target_file: str | None, reference: bool, store: str | None,
         sent = "requests" if "requests" in numbers else "publishes"
         click.echo(f"No story failed: {numbers['examples']} examples, {numbers['steps']} steps, "
                    f"{numbers[sent]} {sent} (their history is in {report_dir}).")
-    for why in (numbers.get("not_drawn") or {}).values():  # what this exploration never tried
+    for why in numbers["not_drawn"].values():  # what this exploration never tried
         click.echo(f"note: {why}")
     if stopped is not None:
         click.secho(f"stopped by {stopped} after {numbers['examples']} examples; what was found "
