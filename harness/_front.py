@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from harness.reports._explain import Explanation
     from harness.services._toxiproxy import ToxiproxyServer
 
-__all__ = ["DEFAULT_KIND", "FRONTS", "Explorer", "Front", "Layout", "SessionOptions",
+__all__ = ["DEFAULT_KIND", "FRONTS", "WHOLE", "Explorer", "Front", "Layout", "SessionOptions",
            "front_for", "front_named", "front_of_file", "front_of_history", "fronts", "kind_of"]
 
 #: Every front end by the kind of target it drives: the module holding its ``FRONT``.
@@ -64,6 +64,10 @@ class SessionOptions(Protocol):
 
     @property
     def trust_moved_clock(self) -> bool: ...
+
+
+#: An exploration in one part (``Explorer.parts``).
+WHOLE = "whole"
 
 
 class Explorer(Protocol):
@@ -106,8 +110,15 @@ class Explorer(Protocol):
     def prepare(self, session: StorySession[Any, Any]) -> None:
         """Measure what the machine draws from, once per exploration."""
 
-    def machine_for(self, session: StorySession[Any, Any]) -> type[RuleBasedStateMachine]:
-        """The state machine for the session's target."""
+    def parts(self, session: StorySession[Any, Any]) -> tuple[str, ...]:
+        """The parts an exploration of the session's target is split into, each explored on a
+        deployment of its own with its share of the budget, in this order: ``(WHOLE,)`` for
+        one whole; more where two kinds of step cannot share one deployment (a clock jump and a
+        restart that leaves the clock unknown)."""
+
+    def machine_for(self, session: StorySession[Any, Any],
+                    part: str = WHOLE) -> type[RuleBasedStateMachine]:
+        """The state machine for the session's target, drawing what ``part`` draws."""
 
     def alone(self, target: Target) -> str | None:
         """Why ``target`` cannot be explored by several searches at once, each on an instance

@@ -36,7 +36,7 @@ from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from harness._errors import UsageError
-from harness._front import Explorer, front_for
+from harness._front import WHOLE, Explorer, front_for
 from harness._history import Event
 from harness._interrupts import (
     Interrupted,
@@ -68,7 +68,7 @@ from harness.explore._minimise import (
     enough,
     shrink_deadline,
 )
-from harness.explore._opening import opening_stories, tell
+from harness.explore._opening import Opening, opening_stories, tell
 from harness.explore._real_time import DEFER_REAL_TIME
 from harness.explore._report import outcome_name, outcome_of, replay_line
 from harness.explore._scenario import EXPLORER
@@ -284,6 +284,18 @@ class _Search:
     kept: list[Kept] = field(default_factory=list)
     stopped: Interrupted | None = None
     ledger: Ledger = field(default_factory=Ledger)
+    #: The opening's stories told so far, by any search of any part.
+    told: list[Opening] = field(default_factory=list)
+    _telling: threading.Lock = field(default_factory=threading.Lock)
+
+    def first_telling(self, story: Opening) -> bool:
+        """Whether ``story`` is yet to be told, and now counted told: a later part's opening
+        tells only what no earlier part told (the same moves show the same on either)."""
+        with self._telling:
+            if story in self.told:
+                return False
+            self.told.append(story)
+            return True
 
     @property
     def runs(self) -> int:
@@ -299,27 +311,32 @@ class _Hunter:
 
     def __init__(self, config: ExploreConfig, front: Explorer, deployment: Any,
                  emit: Callable[[RunEvent], None], found: _Search, *,
-                 share: tuple[int, int] = (0, 1),
-                 shown: Callable[[int, int], int] = lambda search, n: n) -> None:
-        self.config, self.front, self.deployment, self.emit = config, front, deployment, emit
+                 share: tuple[int, int] = (0, 1), part: int = 0,
+                 shown: Callable[[tuple[int, int], int], int] = lambda search, n: n) -> None:
+        self.front, self.deployment, self.emit = front, deployment, emit
         self.found = found
         self.share = share
         self.extra_runs = 0  # examples played by the sessions that drop steps
         session = front.session(deployment, config,
                                 listener=lambda event: emit(Step(EXPLORER.name, event)),
                                 progress=lambda phase, n: emit(Progress(
-                                    EXPLORER.name, phase, shown(share[0], n + self.extra_runs))))
+                                    EXPLORER.name, phase,
+                                    shown((share[0], part), n + self.extra_runs))))
         self.session = session
         session.ledger = found.ledger
         found.sessions.append(session)
         found.hunters.append(self)
         front.prepare(session)
+        #: The exploration's parts (``Explorer.parts``); this search draws the ``part``-th
+        #: with its share of the budget.
+        self.parts = front.parts(session)
+        self.config = replace(config, max_examples=-(-config.max_examples // len(self.parts)))
         session.enough = self._enough
         #: Undecided examples Hypothesis draws another in place of: at most half the budget,
         #: past which the examples cannot make a pass anyway (``Decisions.doubt``).
-        session.replacements = config.max_examples // 2
+        session.replacements = self.config.max_examples // 2
         session.defer_real_time = DEFER_REAL_TIME
-        self.machine = front.machine_for(session)
+        self.machine = front.machine_for(session, self.parts[part])
 
     def run(self, seed: int) -> None:
         """The opening (this search's share of it), then Hypothesis's searches until the
@@ -331,6 +348,8 @@ class _Hunter:
             for story in opening_stories(cast(Any, self.machine))[place::searches]:
                 if self._done():
                     return
+                if not self.found.first_telling(story):
+                    continue  # an earlier part told it
                 session.hunt()
                 if tell(cast(Any, self.machine), story) or session.best is not None:
                     self._keep_hunted()
@@ -426,9 +445,12 @@ class _Hunter:
             self.found.kept.append(Kept(failure, *sighted))
 
 
-def _search_seed(seed: int, search: int) -> int:
-    """The seed of the ``search``-th of several searches at once: the given one first."""
-    return seed if search == 0 else random.Random(f"{seed}/job {search}").randrange(2**32)
+def _search_seed(seed: int, search: int, part: int = 0) -> int:
+    """The seed of the ``search``-th of several searches at once in the exploration's
+    ``part``-th part: the given one first."""
+    if part == 0:
+        return seed if search == 0 else random.Random(f"{seed}/job {search}").randrange(2**32)
+    return random.Random(f"{seed}/part {part}/job {search}").randrange(2**32)
 
 
 def _run_searches(config: ExploreConfig, front: Explorer, seed: int, jobs: int,
@@ -436,30 +458,39 @@ def _run_searches(config: ExploreConfig, front: Explorer, seed: int, jobs: int,
     """Draw, shrink and drop steps, filling ``found`` as it goes so an interruption at any
     moment leaves what was found so far: one search on one deployment, or ``jobs`` at once,
     each on a deployment of its own with its own seed (``_search_seed``) and its share of the
-    budget and of the opening, sharing one Toxiproxy."""
+    budget and of the opening, sharing one Toxiproxy.  Each search explores the target's
+    parts (``Explorer.parts``) one after another, each on a fresh deployment."""
     with ExitStack() as stack:
         toxiproxy = config.toxiproxy
         if jobs > 1 and toxiproxy is None:
             toxiproxy = stack.enter_context(start_toxiproxy(log_dir=_workdir(config,
                                                                                started_at)))
+        started = threading.Event()
 
         def search(number: int) -> None:
-            files = (config.report_dir if jobs == 1
-                     else _workdir(config, started_at) / f"search-{number + 1}")
-            with front.deployed(config.target, command="explore", started_at=started_at,
-                                report_dir=files, allow_remote=config.allow_remote,
-                                toxiproxy=toxiproxy) as deployment:
-                if jobs == 1:  # started once its target is up, as a run is
-                    emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
-                    emit(ScenarioStarted(EXPLORER.name, 0, 1))
-                budget = replace(config, max_examples=-(-config.max_examples // jobs))
-                _Hunter(budget, front, deployment, emit, found, share=(number, jobs),
-                        shown=counted).run(_search_seed(seed, number))
+            part, parts = 0, 1
+            while part < parts:
+                with front.deployed(config.target, command="explore", started_at=started_at,
+                                    report_dir=_files(config, started_at, number, part, jobs),
+                                    allow_remote=config.allow_remote,
+                                    toxiproxy=toxiproxy) as deployment:
+                    if jobs == 1 and not started.is_set():  # once its target is up, as a run
+                        started.set()
+                        emit(RunStarted(config.target, (EXPLORER.name,), seed,
+                                        config.report_dir))
+                        emit(ScenarioStarted(EXPLORER.name, 0, 1))
+                    budget = replace(config, max_examples=-(-config.max_examples // jobs))
+                    hunter = _Hunter(budget, front, deployment, emit, found,
+                                     share=(number, jobs), part=part, shown=counted)
+                    hunter.run(_search_seed(seed, number, part))
+                part, parts = part + 1, len(hunter.parts)
+                if hunter._done():
+                    return
 
-        shown: dict[int, int] = {}
+        shown: dict[tuple[int, int], int] = {}
 
-        def counted(number: int, examples: int) -> int:
-            shown[number] = examples
+        def counted(search_and_part: tuple[int, int], examples: int) -> int:
+            shown[search_and_part] = examples
             return sum(shown.values())
 
         if jobs == 1:
@@ -475,6 +506,17 @@ def _run_searches(config: ExploreConfig, front: Explorer, seed: int, jobs: int,
                 future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _files(config: ExploreConfig, started_at: str, search: int, part: int,
+           jobs: int) -> Path | None:
+    """Where one search's deployment of one part keeps its files: the report directory for
+    the one search's first part, a directory of its own under it for any other."""
+    if jobs == 1 and part == 0:
+        return config.report_dir
+    workdir = _workdir(config, started_at)
+    searched = workdir if jobs == 1 else workdir / f"search-{search + 1}"
+    return searched if part == 0 else searched / f"part-{part + 1}"
 
 
 def _workdir(config: ExploreConfig, started_at: str) -> Path:
@@ -656,6 +698,7 @@ def _report(config: ExploreConfig, front: Explorer, seed: int, started_at: str, 
         "not_drawn": {k: v for s in sessions for k, v in s.not_drawn.items()},
         "not_run": [{"example": n, "why": reasons} for n, reasons in decisions.undecided],
         "at_once": at_once,
+        "parts": list(found.hunters[0].parts) if found.hunters else [WHOLE],
     }}
     stopped = found.stopped
     result = RunResult(config.target, tuple(outcomes), seed, started_at, config.report_dir,

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 
-from harness._front import SessionOptions
+from harness._front import WHOLE, SessionOptions
 from harness._history import Event
 from harness._target import Target
 from harness.consumer._account import add_accounts
@@ -82,7 +82,13 @@ class ConsumerExplorer:
     def prepare(self, session: StorySession[Any, Any]) -> None:
         """Nothing to measure: a consumer's faults are timed from its pause hook and feed."""
 
-    def machine_for(self, session: StorySession[Any, Any]) -> type[RuleBasedStateMachine]:
+    def parts(self, session: StorySession[Any, Any]) -> tuple[str, ...]:
+        """One whole: the consumer front keeps no account of its clock across a kill (no
+        ``ClockKeeper``), so it has no two kinds of step to keep apart."""
+        return (WHOLE,)
+
+    def machine_for(self, session: StorySession[Any, Any],
+                    part: str = WHOLE) -> type[RuleBasedStateMachine]:
         assert isinstance(session, ConsumerSession)
         return machine_for(session)
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 
-from harness._front import SessionOptions
+from harness._front import WHOLE, SessionOptions
 from harness._history import Event
 from harness._target import Target
 from harness.explore._story_session import StorySession
 from harness.http.explore._actions import Burst, BurstAgain, Overlap, Slow
-from harness.http.explore._machine import machine_for
+from harness.http.explore._machine import machine_for, parts
 from harness.http.explore._session import Session, deployed
 from harness.http.explore._validity import problems_with
 from harness.services._toxiproxy import ToxiproxyServer
@@ -64,9 +64,14 @@ class HttpExplorer:
         session.measure_latency()
         session.measure_writes()
 
-    def machine_for(self, session: StorySession[Any, Any]) -> type[RuleBasedStateMachine]:
+    def parts(self, session: StorySession[Any, Any]) -> tuple[str, ...]:
         assert isinstance(session, Session)
-        return machine_for(session)
+        return parts(session)
+
+    def machine_for(self, session: StorySession[Any, Any],
+                    part: str = WHOLE) -> type[RuleBasedStateMachine]:
+        assert isinstance(session, Session)
+        return machine_for(session, part)
 
     def alone(self, target: Target) -> str | None:
         """A target the harness starts, whose state is its process's or lives in the files or

@@ -19,6 +19,7 @@ from typing import Any, Literal, cast
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
+from harness._front import WHOLE
 from harness._target import Target
 from harness.explore._opening import Move, Opening
 from harness.explore._rules import Operation as _Operation
@@ -43,7 +44,7 @@ from harness.http.explore._strategies import (
     Strategies,
 )
 
-__all__ = ["WEIGHTS", "machine_for"]
+__all__ = ["CLOCK", "RESTARTS", "WEIGHTS", "machine_for", "parts"]
 
 MAX_BURST = 8
 #: Copies in the opening's burst: enough to meet a race with a window of a few milliseconds.
@@ -233,27 +234,46 @@ def _operations(draw: Strategies, session_latency_ms: int) -> dict[str, _Operati
     return operations
 
 
-def drawn_target(session: Session) -> Target:
-    """The target as the explorer plans for it: without its clock when a restart would leave
-    the clock unknown (a test clock whose fate across a restart nobody declared) and the
-    explorer also crashes the target: a story that moved the clock and then restarted the
-    target could not be judged.  ``session.not_drawn`` says why."""
-    target = session.target
+#: The parts of an exploration (``parts``): the whole, or clock jumps and restarts apart.
+CLOCK, RESTARTS = "clock", "restarts"
+
+
+def parts(session: Session) -> tuple[str, ...]:
+    """The whole target in one part, or two parts on deployments of their own where a restart
+    would leave the clock unknown (a test clock whose fate across a restart nobody declared)
+    and the explorer restarts the target: a story that moved the clock and then restarted the
+    target could not be judged, so clock jumps are drawn without restarts and restarts
+    without clock jumps (each part's deployment starts with its clock unmoved)."""
     keeper = session.deployment.clock_keeper
-    capabilities = target.capabilities()
-    if keeper is not None and not keeper.knows_restarts and "crash" in capabilities:
-        session.not_drawn["clock"] = (
-            "clock jumps are not drawn: the target is crashed and restarted in stories, and "
-            "nothing says where its clock stands after a restart (declare [hooks.clock] read "
-            "or restart_resets)")
-        return target.model_copy(update={"hooks": target.hooks.model_copy(
-            update={"clock": None})})
-    return target
+    if keeper is not None and not keeper.knows_restarts and "restart" in (
+            session.target.capabilities()):
+        return CLOCK, RESTARTS
+    return (WHOLE,)
 
 
-def machine_for(session: Session) -> type[RuleBasedStateMachine]:
-    """The state machine for the session's target; each example gets a fresh world."""
-    target = drawn_target(session)
+def drawn_target(session: Session, part: str = WHOLE) -> Target:
+    """The target as the explorer plans for it in ``part``: whole; not restartable (so
+    neither crashed nor killed) where clock jumps are drawn apart from restarts; without its
+    clock where restarts are.  ``session.not_drawn`` says what no story combines."""
+    target = session.target
+    if part == WHOLE:
+        return target
+    session.not_drawn["clock"] = (
+        "clock jumps and restarts are drawn in two parts, each on a deployment of its own, "
+        "never in one story: nothing says where the target's clock stands after a restart "
+        "(declare [hooks.clock] read or restart_resets)")
+    if part == CLOCK:
+        assert target.start is not None  # restartable: the harness starts it
+        return target.model_copy(update={"start": target.start.model_copy(
+            update={"restartable": False})})
+    return target.model_copy(update={"hooks": target.hooks.model_copy(
+        update={"clock": None})})
+
+
+def machine_for(session: Session, part: str = WHOLE) -> type[RuleBasedStateMachine]:
+    """The state machine for the session's target in ``part``; each example gets a fresh
+    world."""
+    target = drawn_target(session, part)
     capabilities = target.capabilities()
     draw = Strategies(target, writes_per_charge=session.writes_per_charge)
     operations = {name: operation
