@@ -91,3 +91,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from harness._gate import _session
 
         _session.mark_selected(session)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say which targets exercised nothing (``pytest_sessionfinish`` fails the session)."""
+    for line in _idle(terminalreporter.config):
+        terminalreporter.write_line(line, red=True, bold=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A session whose gate ran nothing but skips fails: nothing run is never a pass."""
+    if exitstatus == pytest.ExitCode.OK and _idle(session.config):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _idle(config: pytest.Config) -> list[str]:
+    if RUNS not in config.stash or config.option.collectonly:
+        return []
+    from harness._gate import _session
+
+    return _session.idle(config.stash[RUNS])

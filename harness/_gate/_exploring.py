@@ -56,6 +56,7 @@ class ExploreItem(pytest.Item):
             if not self.run.profile.require_services:
                 skip_at_item(str(exc))
             raise
+        self.run.exercised = True
         if exploration.result.verdict != "pass":
             raise ExploreFailed(exploration)
 

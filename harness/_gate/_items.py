@@ -95,6 +95,7 @@ class ScenarioItem(pytest.Item):
             raise
         if outcome.verdict == "n/a":
             skip_at_item(f"{outcome.name}: {outcome.reason or 'not applicable to this target'}")
+        self.run.exercised = True
         if outcome.verdict in ("fail", "unknown"):
             raise ScenarioFailed(outcome)
 

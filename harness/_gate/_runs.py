@@ -41,12 +41,22 @@ class TargetRun:
     seed: int | None = None
     explore_examples: int = 0  # the explorer test's budget; 0: no explorer test
     selected: list[str] = field(default_factory=list)
+    #: Its items that survived selection, and whether any of them exercised the target (a
+    #: scenario that applied, or the explorer): the gate fails a run that kept items and
+    #: exercised nothing (``_session.idle``).
+    items: int = 0
+    exercised: bool = False
     _result: RunResult | None = field(default=None, init=False)
     _error: HarnessError | None = field(default=None, init=False)
 
     @property
     def result(self) -> RunResult | None:
         return self._result
+
+    @property
+    def error(self) -> HarnessError | None:
+        """Why the run could not start, if it could not."""
+        return self._error
 
     def outcome(self, scenario: str) -> ScenarioOutcome:
         """The outcome of ``scenario``, running every selected scenario first if nobody has."""

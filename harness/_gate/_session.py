@@ -12,6 +12,7 @@ import pytest
 
 from harness._errors import HarnessError
 from harness._front import front_for
+from harness._gate._exploring import ExploreItem
 from harness._gate._items import ScenarioItem, TargetCollector, scenario_marker
 from harness._gate._runs import TargetRun
 from harness._profiles import get_profile
@@ -19,7 +20,7 @@ from harness._target import Target
 from harness.targets._loader import load_target
 from scenarios import CATALOG
 
-__all__ = ["collect", "keep_chosen", "mark_selected", "runs_for", "scenario_markers"]
+__all__ = ["collect", "idle", "keep_chosen", "mark_selected", "runs_for", "scenario_markers"]
 
 
 def scenario_markers() -> list[str]:
@@ -92,7 +93,23 @@ def _named(nodeid: str, chosen: str) -> bool:
 
 
 def mark_selected(session: pytest.Session) -> None:
-    """Each run plays only the scenarios whose items survived selection."""
+    """Each run plays only the scenarios whose items survived selection, and counts its
+    items that did (the explorer's too)."""
     for item in session.items:
         if isinstance(item, ScenarioItem):
             item.run.selected.append(item.scenario.name)
+        if isinstance(item, ScenarioItem | ExploreItem):
+            item.run.items += 1
+
+
+def idle(runs: list[TargetRun]) -> list[str]:
+    """Why each run that had items left exercised nothing: every item it kept was skipped as
+    not applicable to its target.  pytest passes a session whose tests all skipped; a gate
+    must not pass on nothing (a run of the CLI that plays only n/a scenarios is inconclusive
+    for the same reason).  A run that could not start (a missing service, skipped outside
+    CI) is not idle: its skips say why."""
+    return [f"idem-harness: target {run.target.name} exercised nothing: each of its "
+            f"{run.items} selected test(s) does not apply to it (skipped); a gate does not "
+            "pass on nothing: select a scenario the target supports (-m, -k), or give its "
+            "file the hooks the skip reasons name"
+            for run in runs if run.items and not run.exercised and run.error is None]

@@ -119,3 +119,16 @@ def test_the_explorer_is_one_more_test_with_a_budget(gate: pytest.Pytester) -> N
                        .read_text())
     assert saved["extra"]["explore"]["max_examples"] == 2
     assert [s["name"] for s in saved["scenarios"]] == ["explore"]
+
+
+def test_a_gate_that_ran_nothing_but_skips_fails(gate: pytest.Pytester) -> None:
+    """pytest passes a session whose tests all skipped; the gate does not (nothing run is
+    never a pass): late-retry does not apply to a target without a clock hook."""
+    target = flawed_reference(gate.path, "no-body-hash")
+    result = gate.runpytest_subprocess(f"--idem-target={target}", "-k", "late-retry", "-rs")
+    result.assert_outcomes(skipped=1, deselected=TESTS - 1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["idem-harness: target reference-no-body-hash exercised "
+                                 "nothing: each of its 1 selected test(s) does not apply*"])
+    listed = gate.runpytest(f"--idem-target={target}", "-k", "late-retry", "--collect-only")
+    assert listed.ret == pytest.ExitCode.OK  # listing the tests runs none
