@@ -183,6 +183,13 @@ class View:
                 "[hooks.clock] read (a path answering the target's time) or restart_resets "
                 "(true: a restart resets the clock; false: it keeps it) in the target file")
 
+    def counted_before(self, identity: Identity, index: int) -> int:
+        """``identity``'s effects as last counted before event ``index`` (0 if never): what
+        an incident starting there cannot have caused."""
+        counts = [e for e in self.events if e.index < index and e.f == "effects"
+                  and e.type == "ok" and (e.tenant, e.key) == identity]
+        return int(counts[-1].value.get("count") or 0) if counts else 0
+
     def clock_offset(self, time: float) -> float:
         """Seconds the target's clock had been advanced by at history time ``time``."""
         position = bisect_right(self._clock_times, time)

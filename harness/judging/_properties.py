@@ -1167,7 +1167,11 @@ def _converged(view: View, incident: _Incident, identity: Identity,
     if any(a.ok for a in attempts):
         effects = _effects(view, identity)
         renewed = len(attempts) < len(everything)  # a later window may rightly charge anew
-        if effects.count != 1 and not (renewed and effects.count):
+        # charges counted before the incident are not its doing (a race, a reuse run anew:
+        # another property's evidence)
+        before = view.counted_before(identity, incident.start.index)
+        caused = effects.count is None or effects.count <= 1 or effects.count > before
+        if effects.count != 1 and not (renewed and effects.count) and caused:
             yield Finding("P9", shown,
                           f"after {incident.what}, key {shown} ended with {effects.count} "
                           f"charges instead of exactly one ({_story(attempts, view)})",

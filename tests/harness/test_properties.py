@@ -342,6 +342,21 @@ def test_p9_fails_when_the_crash_leads_to_a_second_charge() -> None:
     assert "2 charges instead of exactly one" in only_finding(story, "P9")
 
 
+def test_p9_leaves_charges_counted_before_the_crash_to_other_properties() -> None:
+    """Two charges counted before the crash are not the crash's doing: P1 has their evidence
+    (explore named P9 for a duplicate that came before the incident it blamed)."""
+    story = Story()
+    story.attempt("k1", 201, resource="ch_1")
+    story.attempt("k1", 201, attempt=2, resource="ch_2")
+    story.effects("k1", 2, ids=["ch_1", "ch_2"])
+    story.attempt("k1", None, attempt=3)
+    story.crash()
+    story.attempt("k1", 201, attempt=4, resource="ch_2", headers=replayed())
+    story.effects("k1", 2, ids=["ch_1", "ch_2"])
+    assert verdict(story, "P9") == "pass"
+    assert verdict(story, "P1") == "fail"
+
+
 # ---- P10 --------------------------------------------------------------------------------
 
 
