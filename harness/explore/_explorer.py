@@ -312,10 +312,14 @@ class _Hunter:
     def __init__(self, config: ExploreConfig, front: Explorer, deployment: Any,
                  emit: Callable[[RunEvent], None], found: _Search, *,
                  share: tuple[int, int] = (0, 1), part: int = 0,
+                 earlier: tuple[int, float] = (0, 0.0),
                  shown: Callable[[tuple[int, int], int], int] = lambda search, n: n) -> None:
         self.front, self.deployment, self.emit = front, deployment, emit
         self.found = found
         self.share = share
+        #: The examples this search drew in its earlier parts, and the seconds from its first
+        #: part's start to this one's: when a failure was sighted counts from the first.
+        self.earlier = earlier
         self.extra_runs = 0  # examples played by the sessions that drop steps
         session = front.session(deployment, config,
                                 listener=lambda event: emit(Step(EXPLORER.name, event)),
@@ -415,10 +419,11 @@ class _Hunter:
     def _sighted(self, failure: Failure[Any] | None = None) -> tuple[int, float]:
         """When the hunt first saw its failure: examples and seconds from the start."""
         session = self.session
+        examples, seconds = self.earlier
         if failure is None and session.hunt_found is not None:
-            examples, seconds = session.hunt_found
-            return examples, session.hunt_started - session.started + seconds
-        return session.examples, time.monotonic() - session.started
+            found, since = session.hunt_found
+            return examples + found, seconds + session.hunt_started - session.started + since
+        return examples + session.examples, seconds + time.monotonic() - session.started
 
     def _shortened(self, failure: Failure[Any], deadline: float | None) -> Failure[Any] | None:
         """``failure`` with steps dropped before ``deadline``, told in real time if only a
@@ -469,6 +474,7 @@ def _run_searches(config: ExploreConfig, front: Explorer, seed: int, jobs: int,
 
         def search(number: int) -> None:
             part, parts = 0, 1
+            earlier, began = (0, 0.0), time.monotonic()
             while part < parts:
                 with front.deployed(config.target, command="explore", started_at=started_at,
                                     report_dir=_files(config, started_at, number, part, jobs),
@@ -481,9 +487,11 @@ def _run_searches(config: ExploreConfig, front: Explorer, seed: int, jobs: int,
                         emit(ScenarioStarted(EXPLORER.name, 0, 1))
                     budget = replace(config, max_examples=-(-config.max_examples // jobs))
                     hunter = _Hunter(budget, front, deployment, emit, found,
-                                     share=(number, jobs), part=part, shown=counted)
+                                     share=(number, jobs), part=part, earlier=earlier,
+                                     shown=counted)
                     hunter.run(_search_seed(seed, number, part))
                 part, parts = part + 1, len(hunter.parts)
+                earlier = (earlier[0] + hunter.session.examples, time.monotonic() - began)
                 if hunter._done():
                     return
 
