@@ -350,7 +350,7 @@ class _Hunter:
         if self.config.opening:
             place, searches = self.share
             for story in opening_stories(cast(Any, self.machine))[place::searches]:
-                if self._done():
+                if self.done():
                     return
                 if not self.found.first_telling(story):
                     continue  # an earlier part told it
@@ -360,7 +360,7 @@ class _Hunter:
                 self._keep_aside()
         opened = session.drawn
         search = 0
-        while session.drawn - opened < self.config.max_examples and not self._done():
+        while session.drawn - opened < self.config.max_examples and not self.done():
             session.hunt()
             before = session.drawn
             session.rejecting = True
@@ -371,7 +371,7 @@ class _Hunter:
             finally:
                 session.rejecting = False
             search += 1
-            if self._done():
+            if self.done():
                 break  # another search kept the first failure
             if session.best is None and not session.tell_pending():
                 break  # the budget ran out with nothing new; what waited is told
@@ -380,21 +380,21 @@ class _Hunter:
             if session.drawn == before:
                 break  # Hypothesis drew nothing more: its search space is spent
         session.hunt()
-        while not self._done() and session.tell_pending():
+        while not self.done() and session.tell_pending():
             self._keep_hunted()
             self._keep_aside()
             session.hunt()
-        if self._done():
+        if self.done():
             session.leave_pending("the exploration stops at its first failure (--first-only)")
 
     def _enough(self, session: StorySession[Any, Any]) -> None:
         """Stop Hypothesis as an example starts once shrinking no longer pays, or once another
         search kept the first failure of an exploration that stops there."""
-        if self._done():
+        if self.done():
             raise EnoughShrinking
         _stop_if_enough(session, self.config.shrink_seconds)
 
-    def _done(self) -> bool:
+    def done(self) -> bool:
         """Whether the exploration stops: it was asked to stop at its first failure, and one
         (of any search) was kept."""
         return self.config.first_only and bool(self.found.kept)
@@ -411,7 +411,7 @@ class _Hunter:
     def _keep_aside(self) -> None:
         """Shorten and keep each failure met while another was hunted, in its own turn."""
         session = self.session
-        while not self._done() and (failure := session.ledger.next_aside()) is not None:
+        while not self.done() and (failure := session.ledger.next_aside()) is not None:
             session.hunt(failure.new)
             deadline = time.monotonic() + min(self.config.shrink_seconds, SHRINK_SLACK)
             self._keep(self._shortened(failure, deadline), self._sighted(failure))
@@ -470,30 +470,31 @@ def _run_searches(config: ExploreConfig, front: Explorer, seed: int, jobs: int,
         if jobs > 1 and toxiproxy is None:
             toxiproxy = stack.enter_context(start_toxiproxy(log_dir=_workdir(config,
                                                                                started_at)))
-        started = threading.Event()
+
+        def hunt(number: int, part: int, earlier: tuple[int, float]) -> _Hunter:
+            """Search ``part`` of the target on a deployment of its own."""
+            with front.deployed(config.target, command="explore", started_at=started_at,
+                                report_dir=_files(config, started_at, number, part, jobs),
+                                allow_remote=config.allow_remote,
+                                toxiproxy=toxiproxy) as deployment:
+                if jobs == 1 and part == 0:  # started once its target is up, as a run is
+                    emit(RunStarted(config.target, (EXPLORER.name,), seed, config.report_dir))
+                    emit(ScenarioStarted(EXPLORER.name, 0, 1))
+                budget = replace(config, max_examples=-(-config.max_examples // jobs))
+                hunter = _Hunter(budget, front, deployment, emit, found, share=(number, jobs),
+                                 part=part, earlier=earlier, shown=counted)
+                hunter.run(_search_seed(seed, number, part))
+                return hunter
 
         def search(number: int) -> None:
-            part, parts = 0, 1
-            earlier, began = (0, 0.0), time.monotonic()
-            while part < parts:
-                with front.deployed(config.target, command="explore", started_at=started_at,
-                                    report_dir=_files(config, started_at, number, part, jobs),
-                                    allow_remote=config.allow_remote,
-                                    toxiproxy=toxiproxy) as deployment:
-                    if jobs == 1 and not started.is_set():  # once its target is up, as a run
-                        started.set()
-                        emit(RunStarted(config.target, (EXPLORER.name,), seed,
-                                        config.report_dir))
-                        emit(ScenarioStarted(EXPLORER.name, 0, 1))
-                    budget = replace(config, max_examples=-(-config.max_examples // jobs))
-                    hunter = _Hunter(budget, front, deployment, emit, found,
-                                     share=(number, jobs), part=part, earlier=earlier,
-                                     shown=counted)
-                    hunter.run(_search_seed(seed, number, part))
-                part, parts = part + 1, len(hunter.parts)
-                earlier = (earlier[0] + hunter.session.examples, time.monotonic() - began)
-                if hunter._done():
+            """One search: each part of the target in turn (``Explorer.parts``)."""
+            began = time.monotonic()
+            hunter = hunt(number, 0, (0, 0.0))
+            for part in range(1, len(hunter.parts)):
+                if hunter.done():
                     return
+                hunter = hunt(number, part, (hunter.earlier[0] + hunter.session.examples,
+                                             time.monotonic() - began))
 
         shown: dict[tuple[int, int], int] = {}
 
