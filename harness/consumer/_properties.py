@@ -202,17 +202,18 @@ def crash_safety(view: View, options: CheckOptions) -> Iterator[Finding | Note]:
                                 for p in publishes)), None)
         if incident is not None:
             allowed = windows(view, publishes, promises.dedup_window)
-            judged = list(_converged(queue, incident, key, promises, allowed))
+            judged = list(_converged(queue, incident, key, publishes, promises, allowed))
             if any(isinstance(j, Finding) for j in judged):
                 found.add(key)
             yield from judged
     yield from _untested(view, "P9", found)
 
 
-def _converged(queue: QueueView, incident: Incident, key: str, promises: ConsumerPromises,
-               allowed: int) -> Iterator[Finding | Note]:
+def _converged(queue: QueueView, incident: Incident, key: str, publishes: list[Publish],
+               promises: ConsumerPromises, allowed: int) -> Iterator[Finding | Note]:
     """``key``'s redeliveries after ``incident``: one effect per dedup window its publishes
-    span (``allowed``; a key published again past its window may run again), and not stuck."""
+    span (``allowed``; a key published again past its window may run again), and not stuck.
+    Only effects the incident can have caused count (``_ran_again``)."""
     view = queue.view
     effects = _effects(view, key)
     evidence = queue.evidence(key, incident.start.index, incident.end.index, effects.index)
@@ -236,16 +237,30 @@ def _converged(queue: QueueView, incident: Incident, key: str, promises: Consume
                                             if lease is not None else "")
                        + ": whether it is stuck is unknown", undecided=True)
         return
+    if effects.count is None or effects.count <= allowed:
+        return
     # a key that ran twice before the incident (a republish under a new message id, a key
     # forgotten within its window) is P1's, not the incident's doing
     before = view.counted_before((None, key), incident.start.index)
-    if effects.count is not None and effects.count > max(allowed, before):
-        expected = ("exactly one" if allowed == 1
-                    else f"one per dedup window its messages span ({allowed})")
-        yield Finding("P9", key,
-                      f"after {incident.what}, key {key} ended with {effects.count} effects "
-                      f"instead of {expected} ({queue.story(key)})", evidence,
-                      mechanism="ran-again-after-incident")
+    later = sum(1 for p in publishes if p.maybe_queued and p.invoke.time > incident.end.time)
+    if effects.count <= max(allowed, before):
+        return
+    # the count says how many effects, not which message made each: they may be those counted
+    # before the incident, the one its messages rightly had, and one per message published
+    # after it (each of which P1 judges)
+    if effects.count <= max(allowed, max(before, 1) + later):
+        yield Note("P9", key,
+                   f"after {incident.what} key {key} ended with {effects.count} effects, but "
+                   f"{later} message(s) of the key published after it may have run each of "
+                   "them (P1 judges those): whether the incident ran the job again is unknown",
+                   undecided=True)
+        return
+    expected = ("exactly one" if allowed == 1
+                else f"one per dedup window its messages span ({allowed})")
+    yield Finding("P9", key,
+                  f"after {incident.what}, key {key} ended with {effects.count} effects "
+                  f"instead of {expected} ({queue.story(key)})", evidence,
+                  mechanism="ran-again-after-incident")
 
 
 @prop("P10", "poison messages cause no effect, do not loop, and the consumer keeps serving",

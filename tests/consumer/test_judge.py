@@ -84,6 +84,24 @@ def test_a_key_that_ran_twice_before_an_incident_is_not_the_incidents_doing() ->
     assert verdicts["P9"][0] == "pass", verdicts["P9"]
 
 
+def test_a_key_republished_after_an_incident_may_owe_its_second_effect_to_the_republish() -> None:
+    """Published during a cut, run once after it; republished later under a new message id
+    and run again (faststream_redis short-ttl at seed 1): P1's evidence.  Which message ran
+    the second time nobody saw (no events feed), so P9 cannot blame the cut: unknown, with
+    the reason."""
+    history = History()
+    history.record("info", "fault", NEMESIS, value={"fault": "connection-cut", "where": "consumer"})
+    publish(history, "k1")
+    history.record("info", "heal", NEMESIS, value={"fault": "connection-cut", "where": "consumer"})
+    effects(history, "k1", 1)
+    publish(history, "k1", label="republish", message_id="m-2")
+    drain(history)
+    effects(history, "k1", 2)
+    verdicts = judge(history)
+    assert verdicts["P1"][0] == "fail"
+    assert verdicts["P9"][0] == "unknown", verdicts["P9"]
+
+
 def test_a_key_that_ran_again_after_an_incident_is_its_doing() -> None:
     """The same story with a third effect after the cut: that one the incident may have caused."""
     history = History()
