@@ -213,7 +213,8 @@ def _converged(queue: QueueView, incident: Incident, key: str, publishes: list[P
                promises: ConsumerPromises, allowed: int) -> Iterator[Finding | Note]:
     """``key``'s redeliveries after ``incident``: one effect per dedup window its publishes
     span (``allowed``; a key published again past its window may run again), and not stuck.
-    Only effects the incident can have caused count (``_ran_again``)."""
+    Only effects the incident can have caused are its doing: not those counted before it, nor
+    those its key's messages may each have made once."""
     view = queue.view
     effects = _effects(view, key)
     evidence = queue.evidence(key, incident.start.index, incident.end.index, effects.index)
@@ -237,23 +238,20 @@ def _converged(queue: QueueView, incident: Incident, key: str, publishes: list[P
                                             if lease is not None else "")
                        + ": whether it is stuck is unknown", undecided=True)
         return
-    if effects.count is None or effects.count <= allowed:
-        return
     # a key that ran twice before the incident (a republish under a new message id, a key
     # forgotten within its window) is P1's, not the incident's doing
     before = view.counted_before((None, key), incident.start.index)
-    later = sum(1 for p in publishes if p.maybe_queued and p.invoke.time > incident.end.time)
-    if effects.count <= max(allowed, before):
+    if effects.count is None or effects.count <= max(allowed, before):
         return
-    # the count says how many effects, not which message made each: they may be those counted
-    # before the incident, the one its messages rightly had, and one per message published
-    # after it (each of which P1 judges)
-    if effects.count <= max(allowed, max(before, 1) + later):
+    # the count says how many effects, not which message made each: while there are no more
+    # than the key's messages, each may have run once on its own (P1 judges that); only more
+    # shows a message run again
+    messages = sum(1 for p in publishes if p.maybe_queued)
+    if effects.count <= messages:
         yield Note("P9", key,
-                   f"after {incident.what} key {key} ended with {effects.count} effects, but "
-                   f"{later} message(s) of the key published after it may have run each of "
-                   "them (P1 judges those): whether the incident ran the job again is unknown",
-                   undecided=True)
+                   f"after {incident.what} key {key} ended with {effects.count} effects from "
+                   f"{messages} messages, each of which may have run once (P1 judges that): "
+                   "whether the incident ran one of them again is unknown", undecided=True)
         return
     expected = ("exactly one" if allowed == 1
                 else f"one per dedup window its messages span ({allowed})")

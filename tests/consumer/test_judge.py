@@ -102,6 +102,28 @@ def test_a_key_republished_after_an_incident_may_owe_its_second_effect_to_the_re
     assert verdicts["P9"][0] == "unknown", verdicts["P9"]
 
 
+def test_messages_published_during_a_stall_may_each_have_run_once() -> None:
+    """node_acm message-id-only at seed 1: a message and four republishes of its key sent
+    while the consumers' connections stalled, five effects after the heal.  Each message may
+    have run once (P1's evidence: the consumer deduplicates on the message id); nothing shows
+    one ran twice, so P9 is unknown."""
+    history = History()
+    history.record("info", "fault", NEMESIS, value={"fault": "connection-stall",
+                                                   "where": "consumer"})
+    publish(history, "k1")
+    for copy in range(4):
+        publish(history, "k1", label="republish", message_id=f"m-{copy}")
+    history.record("info", "heal", NEMESIS, value={"fault": "connection-stall",
+                                                  "where": "consumer"})
+    drain(history)
+    effects(history, "k1", 5)
+    verdicts = judge(history)
+    assert verdicts["P1"][0] == "fail"
+    assert verdicts["P9"][0] == "unknown", verdicts["P9"]
+    effects(history, "k1", 6)  # six from five messages: one of them ran again
+    assert judge(history)["P9"][0] == "fail"
+
+
 def test_a_key_that_ran_again_after_an_incident_is_its_doing() -> None:
     """The same story with a third effect after the cut: that one the incident may have caused."""
     history = History()
