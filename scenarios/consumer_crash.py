@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 
 from harness import Target
-from harness.consumer import SETTLE, ConsumerContext, ConsumerTarget, consumer_scenario
+from harness.consumer import (
+    SETTLE,
+    ConsumerContext,
+    consumer_scenario,
+    pause_before_commit,
+)
 
 PAUSE_MS = 3_000
 #: A job shorter than this (publish to effect) cannot be met mid-way by a kill timed from the
@@ -87,13 +92,7 @@ def _kill_mid_job(ctx: ConsumerContext) -> int | None:
 
 
 def _can_hold_the_ack(target: Target) -> str | None:
-    assert isinstance(target, ConsumerTarget)
-    caps = target.capabilities()
-    if "ack-hold" in caps or "pause-before-ack" in caps:
-        return None
-    return (f"target {target.name} lacks a pause hook with a before-commit point "
-            "([hooks.pause]): on its broker only a pause after the work lets a kill meet the "
-            "job between its work and its commit")
+    return pause_before_commit(target, "a kill")
 
 
 SCENARIO = consumer_scenario(

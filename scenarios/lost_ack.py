@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness import Target
-from harness.consumer import ConsumerContext, ConsumerTarget, consumer_scenario
+from harness.consumer import ConsumerContext, consumer_scenario, pause_before_commit
 
 #: On a broker where holding what the consumer sends would hold more than its ack (Kafka: its
 #: fetches and heartbeats too), the job pauses this long after its work instead, and the cut
@@ -44,13 +44,7 @@ def _cut_at_commit(ctx: ConsumerContext) -> None:
 
 
 def _can_lose_the_ack(target: Target) -> str | None:
-    assert isinstance(target, ConsumerTarget)
-    caps = target.capabilities()
-    if "ack-hold" in caps or "pause-before-ack" in caps:
-        return None
-    return (f"target {target.name} lacks a pause hook with a before-commit point "
-            "([hooks.pause]): on its broker only a pause after the work lets a cut meet the "
-            "commit")
+    return pause_before_commit(target, "a cut")
 
 
 SCENARIO = consumer_scenario(

@@ -16,9 +16,15 @@ harness, modules import the module that defines a name, never this face.
 from harness.consumer._context import SETTLE, ConsumerContext
 from harness.consumer._reference import reference_consumer_target, run_reference_consumer
 from harness.consumer._runner import run_target, shared_broker
-from harness.consumer._scenario import ConsumerScenario, consumer_scenario, http_only
+from harness.consumer._scenario import (
+    ConsumerScenario,
+    consumer_scenario,
+    http_only,
+    pause_before_commit,
+)
 from harness.consumer._target import ConsumerTarget, is_consumer
 
 __all__ = ["SETTLE", "ConsumerContext", "ConsumerScenario", "ConsumerTarget", "consumer_scenario",
-           "http_only", "is_consumer", "reference_consumer_target", "run_reference_consumer",
+           "http_only", "is_consumer", "pause_before_commit", "reference_consumer_target",
+           "run_reference_consumer",
            "run_target", "shared_broker"]

@@ -17,7 +17,8 @@ from harness._target import Target
 from harness.consumer._context import ConsumerContext
 from harness.consumer._target import BROKER_CAPABILITIES, ConsumerTarget
 
-__all__ = ["CONSUMER_CAPABILITY_HINTS", "ConsumerScenario", "consumer_scenario", "http_only"]
+__all__ = ["CONSUMER_CAPABILITY_HINTS", "ConsumerScenario", "consumer_scenario", "http_only",
+           "pause_before_commit"]
 
 #: Why a consumer capability is missing, in the words of the target file.
 CONSUMER_CAPABILITY_HINTS = {
@@ -52,6 +53,17 @@ def http_only(target: Target) -> str | None:
         return (f"an HTTP scenario: target {target.name} is a queue consumer, with no HTTP "
                 "endpoint to send requests to")
     return None
+
+
+def pause_before_commit(target: Target, fault: str) -> str | None:
+    """Why no ``fault`` (a kill, a cut) can meet a job of ``target`` between its work and its
+    commit: neither a held ack nor a pause after the work (None: one can)."""
+    assert isinstance(target, ConsumerTarget)
+    if {"ack-hold", "pause-before-ack"} & target.capabilities():
+        return None
+    return (f"target {target.name} lacks a pause hook with a before-commit point "
+            f"([hooks.pause]): on its broker only a pause after the work lets {fault} meet "
+            "the job between its work and its commit")
 
 
 def _not_http(ctx: Any) -> None:

@@ -9,7 +9,7 @@ before it, because retention and leases run on the target's clock, not on ours.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -129,7 +129,12 @@ class View:
             self.by_identity[attempt.identity].append(attempt)
 
         self.effects: dict[Identity, EffectsSeen] = {}
+        #: Each identity's counts in history order, as (event index, count): ``counted_before``.
+        self._counts: dict[Identity, list[tuple[int, int]]] = defaultdict(list)
         for event in self.events:
+            if event.f == "effects" and event.type == "ok":
+                self._counts[(event.tenant, event.key)].append(
+                    (event.index, int(event.value.get("count") or 0)))
             if event.f == "effects":
                 ids = event.value.get("ids")
                 self.effects[(event.tenant, event.key)] = EffectsSeen(
@@ -186,9 +191,9 @@ class View:
     def counted_before(self, identity: Identity, index: int) -> int:
         """``identity``'s effects as last counted before event ``index`` (0 if never): what
         an incident starting there cannot have caused."""
-        counts = [e for e in self.events if e.index < index and e.f == "effects"
-                  and e.type == "ok" and (e.tenant, e.key) == identity]
-        return int(counts[-1].value.get("count") or 0) if counts else 0
+        counts = self._counts.get(identity, [])
+        earlier = bisect_left(counts, (index,))
+        return counts[earlier - 1][1] if earlier else 0
 
     def clock_offset(self, time: float) -> float:
         """Seconds the target's clock had been advanced by at history time ``time``."""

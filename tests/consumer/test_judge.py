@@ -67,10 +67,9 @@ def test_two_effects_after_a_cut_connection_are_a_duplicate() -> None:
     assert verdicts["P9"][0] == "fail"
 
 
-def test_a_key_that_ran_twice_before_an_incident_is_not_the_incidents_doing() -> None:
-    """P9 blames an incident only for effects it can have caused: a key republished under a
-    new message id ran twice, counted so, before its connection was ever cut (faststream_redis
-    short-ttl, node_acm message-id-only: explore said P1 and P9, run said P1)."""
+def _ran_twice_then_cut(final: int) -> dict[str, tuple[str, list[str]]]:
+    """A key republished under a new message id, run twice and counted so, then its
+    consumer's connection cut and healed, and ``final`` effects at the end."""
     history = History()
     publish(history, "k1")
     publish(history, "k1", label="republish", message_id="m-2")
@@ -78,10 +77,24 @@ def test_a_key_that_ran_twice_before_an_incident_is_not_the_incidents_doing() ->
     history.record("info", "fault", NEMESIS, value={"fault": "connection-cut", "where": "consumer"})
     history.record("info", "heal", NEMESIS, value={"fault": "connection-cut", "where": "consumer"})
     drain(history)
-    effects(history, "k1", 2)
-    verdicts = judge(history)
+    effects(history, "k1", final)
+    return judge(history)
+
+
+def test_a_key_that_ran_twice_before_an_incident_is_not_the_incidents_doing() -> None:
+    """P9 blames an incident only for effects it can have caused: the two effects were
+    counted before the cut (faststream_redis short-ttl, node_acm message-id-only: explore said
+    P1 and P9, run said P1)."""
+    verdicts = _ran_twice_then_cut(2)
     assert verdicts["P1"][0] == "fail"
     assert verdicts["P9"][0] == "pass", verdicts["P9"]
+
+
+def test_a_key_that_ran_again_after_an_incident_is_its_doing() -> None:
+    """The same story with a third effect after the cut: that one the incident may have caused."""
+    verdicts = _ran_twice_then_cut(3)
+    assert verdicts["P9"][0] == "fail"
+    assert "ended with 3 effects" in verdicts["P9"][1][0]
 
 
 def test_a_key_republished_after_an_incident_may_owe_its_second_effect_to_the_republish() -> None:
@@ -122,21 +135,6 @@ def test_messages_published_during_a_stall_may_each_have_run_once() -> None:
     assert verdicts["P9"][0] == "unknown", verdicts["P9"]
     effects(history, "k1", 6)  # six from five messages: one of them ran again
     assert judge(history)["P9"][0] == "fail"
-
-
-def test_a_key_that_ran_again_after_an_incident_is_its_doing() -> None:
-    """The same story with a third effect after the cut: that one the incident may have caused."""
-    history = History()
-    publish(history, "k1")
-    publish(history, "k1", label="republish", message_id="m-2")
-    effects(history, "k1", 2)
-    history.record("info", "fault", NEMESIS, value={"fault": "connection-cut", "where": "consumer"})
-    history.record("info", "heal", NEMESIS, value={"fault": "connection-cut", "where": "consumer"})
-    drain(history)
-    effects(history, "k1", 3)
-    verdicts = judge(history)
-    assert verdicts["P9"][0] == "fail"
-    assert "ended with 3 effects" in verdicts["P9"][1][0]
 
 
 def test_a_republished_key_says_the_consumer_deduplicates_on_the_message_not_the_key() -> None:
